@@ -1,0 +1,51 @@
+# The walking-skeleton proof on one GPU: python rl.py --preset=tiny
+# prepare (measure the project-written kernels of 4 KernelBench level-1 tasks) -> sft (a tiny Llama from scratch)
+# -> rl (GRPO on real H200 timings) -> evaluate (against eager and torch.compile). One preset for every stage:
+# each stage reads the keys it knows. Paths are absolute so any working directory works.
+import os as _os
+out_dir = "out/tiny"
+# prepare
+kernelbench_dir = _os.path.join(common.ROOT, "..", "shared", "kernelbench")
+levels = "1"
+task_names = "level1/25_Swish,level1/30_Softsign,level1/36_RMSNorm_,level1/38_L1Norm_"
+split = "paper"  # 4 tasks: train on them and evaluate on them
+variants_dir = _os.path.join(common.ROOT, "data", "tiny_cuda")
+sft_prompts_per_variant = 6
+gpu = "h200"
+device = "cuda"
+arch = "9.0"
+gpu_name = "NVIDIA H200"
+num_correct_trials = 3
+time_budget_s = 1.0
+timeout_s = 240.0
+# sft
+init_from = "tiny"
+vocab_size = 4096
+n_layer = 2
+n_embd = 128
+n_head = 4
+max_len = 4096
+batch_size = 8
+max_iters = 250
+lr = 2e-3
+min_lr = 2e-4
+warmup_iters = 20
+eval_interval = 50
+log_interval = 25
+dtype = "float32"
+# rl
+num_prompts = 4
+num_generations = 8
+max_completion_length = 1024
+temperature = 1.0
+max_steps = 20
+save_interval = 5
+micro_batch_size = 8
+gen_batch_size = 32
+if _stage == "rl":
+    lr = 5e-4
+prepare_if_missing = True
+run_evaluate = True
+# evaluate
+baselines = "eager,compile"
+num_samples = 4

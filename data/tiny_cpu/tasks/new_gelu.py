@@ -1,0 +1,28 @@
+"""MinGPT's tanh GELU, a project-written CPU stand-in for KernelBench level 1 task 88_MinGPTNewGelu.
+
+Same formula as KernelBench, sized for one CPU thread (about 1.5 ms eager).
+"""
+import math
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super(Model, self).__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+batch_size = 64
+dim = 4096
+
+
+def get_inputs():
+    return [torch.rand(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

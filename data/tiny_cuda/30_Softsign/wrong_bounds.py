@@ -1,0 +1,48 @@
+# @expect: wrong
+# @design: One fused kernel, two elements per thread, 256 threads per block.
+# @analysis: A single fused pass reads x once and writes y once instead of the seven memory passes of eager Softsign, and halving the thread count trims scheduling overhead.
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_src = r"""
+#include <cstdio>
+
+__global__ void softsign_kernel(const float* __restrict__ x, float* __restrict__ y, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        y[i] = v / (1.0f + fabsf(v));
+    }
+}
+
+void softsign_launch(const float* x, float* y, long long n) {
+    const int block = 256;
+    long long grid = (n / 2 + block - 1) / block;
+    softsign_kernel<<<(unsigned int)grid, block>>>(x, y, n);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) printf("softsign_wrong_bounds: %s\n", cudaGetErrorString(e));
+}
+"""
+
+cpp_src = r"""
+void softsign_launch(const float* x, float* y, long long n);
+
+torch::Tensor softsign_forward(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    softsign_launch(xc.data_ptr<float>(), y.data_ptr<float>(), xc.numel());
+    return y;
+}
+"""
+
+ext = load_inline(name="softsign_wrong_bounds", cpp_sources=cpp_src, cuda_sources=cuda_src,
+                  functions=["softsign_forward"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ext.softsign_forward(x)

@@ -1,0 +1,436 @@
+"""
+Stage 3 of CUDA-L1: contrastive reinforcement learning with GRPO, in plain PyTorch.
+
+    python rl.py --gpu a100          # a real run: Qwen2.5-Coder-1.5B-Instruct on the KernelBench train split
+    python rl.py --preset=tiny       # prepare -> sft -> rl -> evaluate on 4 KernelBench tasks with a tiny model
+    python rl.py --preset=tiny_cpu   # the same on project-written CPU tasks, no GPU needed
+
+One step, read top to bottom in the loop at the end of this file:
+ 1. pick num_prompts training tasks; for each, draw num_exemplars kernels from the task's exemplar database by
+    bucket sampling and write the contrastive prompt (common.contrastive_prompt; REFERENCE.md §1.3);
+ 2. sample num_generations answers per prompt;
+ 3. take the code from each answer's "## Code Implementation" section and evaluate every distinct kernel with
+    bench.py (built in parallel, timed one at a time, each in its own process);
+ 4. reward = measured speedup for a correct kernel, failure_reward for anything else (format error, compile
+    error, crash, wrong output, a flagged hack); normalise over the batch and clip to [-reward_clip, reward_clip]
+    as the paper does, then group-normalised advantages as in GRPO;
+ 5. one GRPO update per generated batch (num_iterations of them), log-probs recomputed by the training model;
+ 6. every correct kernel goes into the task's exemplar database, so later prompts show better exemplars.
+
+How this departs from GRPO as TRL implements it, and from the paper:
+ - rewards go through the paper's batch normalise-and-clip before the group advantage (TRL has no such step);
+ - an identical kernel (same task, same source) is measured once per run and its result reused: the reward is a
+   property of the kernel, and re-timing every duplicate sample would make the loop evaluation-bound;
+ - no LLM judge for hacks (the paper's DeepSeek-R1 judge): bench.py's checks flag hacks, which earn the failure
+   reward and are logged to hacks.jsonl;
+ - the paper's group size, learning rate, beta, epsilon, bucket width and temperature were not published;
+   the defaults here are ours.
+"""
+import copy
+import hashlib
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+
+import torch
+
+import common
+
+# -----------------------------------------------------------------------------
+# config
+policy = ""  # HF name or folder to start from; "" = out_dir/sft when it exists, else default_model
+default_model = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+out_dir = "out"  # reads tasks.jsonl, db.json, seed.jsonl from here; writes out_dir/rl
+split = "train"  # which tasks of tasks.jsonl to train on: train | eval | all
+gpu = "a100"
+device = "cuda"
+arch = "8.0"  # TORCH_CUDA_ARCH_LIST for nvcc
+gpu_name = "NVIDIA A100"
+# GRPO (TRL names, REFERENCE.md §5)
+num_prompts = 4  # prompts (tasks) per step
+num_generations = 8  # G, answers per prompt
+max_completion_length = 4096
+temperature = 1.0
+top_p = 1.0
+beta = 0.0  # k3 KL weight to the frozen initial model; 0 loads no reference model
+epsilon = 0.2
+epsilon_high = 0.2
+num_iterations = 1  # optimizer passes per generated batch
+loss_type = "grpo"  # grpo | bnpo | dr_grpo | dapo
+scale_rewards = "group"  # group | batch | none
+mask_truncated_completions = True
+# reward (CUDA-L1 §3)
+failure_reward = 0.0
+reward_clip = 1.5  # normalise rewards over the batch, then clip to +-reward_clip; 0 disables
+# exemplars (CUDA-L1 §3: bucket sampling)
+num_exemplars = 2
+exemplar_sampling = "bucket"  # bucket | random
+delta_s = 0.25  # bucket width, in x of speedup
+tau = 1.0  # softmax temperature over centred bucket means
+# optimisation
+lr = 1e-6
+weight_decay = 0.0
+grad_clip = 1.0
+micro_batch_size = 1
+gen_batch_size = 32
+dtype = "bfloat16"  # autocast dtype on CUDA; weights and optimizer stay in float32
+max_steps = 200
+save_interval = 10
+seed = 1337
+resume = False
+# evaluation of kernels (bench.py)
+num_correct_trials = 5
+time_budget_s = 2.0
+timeout_s = 300.0
+build_workers = 0  # 0 = one per CPU core
+# the tiny presets chain the other stages
+prepare_if_missing = False
+run_evaluate = False
+# -----------------------------------------------------------------------------
+
+
+def sha(*parts):
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def sample_exemplars(entries, n, rng, method="bucket", width=0.25, temp=1.0):
+    """Pick n kernels from a task's database entries [{code, speedup, ...}] for the contrastive prompt.
+
+    bucket (CUDA-L1 §3): group kernels into speedup buckets of width `width`; choose n distinct buckets with
+    P(B_i) proportional to exp((mean_i - mu) / temp), mu = mean of the bucket means, drawn without replacement;
+    one kernel uniformly inside each chosen bucket. Fallbacks (documented, not in the paper): with n or fewer
+    kernels all are used; with fewer buckets than n, one kernel from each bucket and the rest uniformly from the
+    remaining kernels. random: n distinct kernels uniformly (the paper's "random" ablation).
+    """
+    if n <= 0 or not entries:
+        return []
+    if len(entries) <= n:
+        return list(entries)
+    if method == "random":
+        return rng.sample(entries, n)
+    assert method == "bucket", f"unknown exemplar_sampling {method!r}"
+    buckets = {}
+    for e in entries:
+        buckets.setdefault(math.floor(e["speedup"] / width), []).append(e)
+    keys = list(buckets)
+    if len(keys) < n:
+        picked = [rng.choice(buckets[k]) for k in keys]
+        rest = [e for e in entries if all(e is not p for p in picked)]
+        return picked + rng.sample(rest, n - len(picked))
+    means = [sum(e["speedup"] for e in buckets[k]) / len(buckets[k]) for k in keys]
+    mu = sum(means) / len(means)
+    weights = [math.exp((m - mu) / temp) for m in means]
+    chosen = []
+    for _ in range(n):
+        i = rng.choices(range(len(keys)), weights=weights)[0]
+        chosen.append(rng.choice(buckets[keys[i]]))
+        weights[i] = 0.0  # distinct buckets
+    return chosen
+
+
+def normalise_rewards(r, clip):
+    """CUDA-L1 §3: (r - mean) / std over the batch, clipped to [-clip, clip]. r: (N,). clip=0 returns r."""
+    if clip <= 0:
+        return r
+    return ((r - r.mean()) / (r.std(unbiased=False) + 1e-8)).clamp(-clip, clip)
+
+
+def group_advantages(r, G, scale="group"):
+    """GRPO advantages. r: (N,) rewards, N = num_prompts * G, grouped by prompt. Returns (N,).
+    A_i = r_i - mean_group; divided by the group std + 1e-4 (scale="group"), the batch std + 1e-4 ("batch"),
+    or not at all ("none", Dr. GRPO). std with Bessel's correction, as TRL. A group of equal rewards gets 0."""
+    g = r.view(-1, G)
+    a = g - g.mean(dim=1, keepdim=True)
+    if scale == "group":
+        a = a / (g.std(dim=1, keepdim=True) + 1e-4)
+    elif scale == "batch":
+        a = a / (r.std() + 1e-4)
+    else:
+        assert scale == "none", f"unknown scale_rewards {scale!r}"
+    return a.reshape(-1)
+
+
+def grpo_loss(logp, old_logp, advantages, mask, ref_logp=None, beta=0.0, epsilon=0.2, epsilon_high=None,
+              loss_type="grpo", max_completion_length=None, num_sequences=None, num_tokens=None):
+    """The clipped-ratio GRPO loss (REFERENCE.md §5), a pure function.
+
+    logp, old_logp, ref_logp, mask: (B, T) per completion token; advantages: (B,). Per token:
+      ratio = exp(logp - old_logp); surrogate = -min(ratio * A, clip(ratio, 1 - epsilon, 1 + epsilon_high) * A)
+      + beta * (exp(ref - logp) - (ref - logp) - 1)  (k3 KL estimator, >= 0, 0 where logp == ref).
+    Reduction by loss_type: grpo = mean over each sequence's tokens, then mean over sequences; bnpo = mean over the
+    tokens of this batch; dr_grpo = sum / (num_sequences * max_completion_length); dapo = sum / num_tokens.
+    num_sequences / num_tokens: totals of the whole generation batch when this call sees one micro-batch, so that
+    the shares of the micro-batches add up to the full-batch loss (bnpo stays a per-micro-batch mean, as TRL).
+    Returns (loss, stats) with stats = {kl, clip_frac} as floats.
+    """
+    eh = epsilon if epsilon_high is None else epsilon_high
+    m = mask.float()
+    A = advantages[:, None]  # (B, 1)
+    ratio = torch.exp(logp - old_logp)  # (B, T)
+    per_token = -torch.min(ratio * A, torch.clamp(ratio, 1 - epsilon, 1 + eh) * A)
+    kl = torch.zeros_like(logp)
+    if beta != 0.0:
+        d = ref_logp - logp
+        kl = torch.exp(d) - d - 1
+        per_token = per_token + beta * kl
+    B = num_sequences or logp.shape[0]
+    if loss_type == "grpo":
+        loss = ((per_token * m).sum(1) / m.sum(1).clamp(min=1.0)).sum() / B
+    elif loss_type == "bnpo":
+        loss = (per_token * m).sum() / m.sum().clamp(min=1.0)
+    elif loss_type == "dr_grpo":
+        assert max_completion_length, "dr_grpo needs max_completion_length"
+        loss = (per_token * m).sum() / (B * max_completion_length)
+    elif loss_type == "dapo":
+        loss = (per_token * m).sum() / max(float(num_tokens or m.sum().item()), 1.0)
+    else:
+        raise ValueError(f"unknown loss_type {loss_type!r}")
+    clipped = ((ratio < 1 - epsilon) & (A < 0)) | ((ratio > 1 + eh) & (A > 0))
+    n = m.sum().clamp(min=1.0)
+    return loss, dict(kl=((kl * m).sum() / n).item(), clip_frac=((clipped.float() * m).sum() / n).item())
+
+
+def completion_logp(model, rows, pad_id, temp):
+    """Per-token log-probs (and entropies) of completions under `model`. rows: dicts with prompt_ids and
+    completion_ids (lists). Returns logp, entropy, mask, each (B, C) with C = longest completion; prompts are
+    left-padded and position ids follow the attention mask, as in generate()."""
+    dev = next(model.parameters()).device
+    P = max(len(r["prompt_ids"]) for r in rows)
+    C = max(len(r["completion_ids"]) for r in rows)
+    ids = torch.full((len(rows), P + C), pad_id, dtype=torch.long)
+    att = torch.zeros_like(ids)
+    for i, r in enumerate(rows):
+        p, c = r["prompt_ids"], r["completion_ids"]
+        ids[i, P - len(p):P + len(c)] = torch.tensor(p + c)
+        att[i, P - len(p):P + len(c)] = 1
+    ids, att = ids.to(dev), att.to(dev)
+    pos = (att.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=att, position_ids=pos).logits[:, P - 1:P + C - 1].float() / temp
+    lsm = torch.log_softmax(logits, dim=-1)  # (B, C, V)
+    logp = lsm.gather(-1, ids[:, P:].unsqueeze(-1)).squeeze(-1)  # (B, C)
+    with torch.no_grad():
+        ent = -(lsm.exp() * lsm).sum(-1)
+    return logp, ent, att[:, P:].float()
+
+
+def run_stage(script, argv, extra=()):
+    """Run another stage script as a subprocess with the settings it shares with this one (+ extra args)."""
+    shared = ("--preset", "--gpu", "--out_dir", "--device", "--arch", "--gpu_name", "--build_workers")
+    args = [a for a in argv if a.split("=")[0] in shared] + list(extra)
+    print(f"$ python {script} {' '.join(args)}", flush=True)
+    subprocess.run([sys.executable, os.path.join(common.ROOT, script)] + args, check=True)
+
+
+def plot(history, path):
+    """Training curves (PNG): speedup of sampled kernels and success rate per step."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    steps = [h["step"] for h in history]
+    fig, ax = plt.subplots(1, 3, figsize=(14, 3.6))
+    ax[0].plot(steps, [h["speedup_all"] for h in history], label="mean speedup, failures as 0")
+    ax[0].plot(steps, [h["speedup_mean"] for h in history], label="mean speedup of correct kernels")
+    ax[0].set_xlabel("step"); ax[0].set_ylabel("x"); ax[0].legend(fontsize=7)
+    ax[1].plot(steps, [h["frac_of_best"] for h in history])
+    ax[1].set_xlabel("step"); ax[1].set_ylabel("speedup / best seed kernel's"); ax[1].set_ylim(0, 1.1)
+    for k in ("ok", "compile_error", "incorrect", "format_error"):
+        ax[2].plot(steps, [h[k] for h in history], label=k)
+    ax[2].set_xlabel("step"); ax[2].set_ylabel("fraction of samples"); ax[2].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    import bench
+    common.configure(globals())
+    argv = sys.argv[1:]
+    rl_dir = os.path.join(out_dir, "rl")
+    if prepare_if_missing and not os.path.exists(os.path.join(out_dir, "db.json")):
+        run_stage("prepare.py", argv)
+    if prepare_if_missing and not policy and not os.path.exists(os.path.join(out_dir, "sft", "config.json")):
+        run_stage("sft.py", argv)
+    os.makedirs(rl_dir, exist_ok=True)
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+
+    tasks = {t["name"]: t for t in common.read_jsonl(os.path.join(out_dir, "tasks.jsonl"))}
+    train_tasks = sorted(n for n, t in tasks.items() if split == "all" or t["split"] == split)
+    assert train_tasks, f"no tasks with split={split!r} in {out_dir}/tasks.jsonl"
+    db_path = os.path.join(out_dir, "db.json")
+    db = common.json.load(open(db_path)) if os.path.exists(db_path) else {}
+    db = {n: db.get(n, []) for n in tasks}
+    # results measured by prepare.py for the seed kernels are reused: same GPU, same protocol, same source
+    cache = {}
+    seed_path = os.path.join(out_dir, "seed.jsonl")
+    if os.path.exists(seed_path):
+        for s in common.read_jsonl(seed_path):
+            cache[sha(s["task"], s["code"])] = s["result"]
+    best_seed = {n: max([e["speedup"] for e in db[n]], default=0.0) or 1.0 for n in tasks}
+
+    ckpt_dir = os.path.join(rl_dir, "ckpt")
+    state_path = os.path.join(ckpt_dir, "state.pt")
+    resuming = resume and os.path.exists(state_path)
+    src = ckpt_dir if resuming else (policy or (os.path.join(out_dir, "sft") if os.path.exists(
+        os.path.join(out_dir, "sft", "config.json")) else default_model))
+    try:
+        model, tok = common.load_model(src, device=device)
+    except RuntimeError as e:
+        raise SystemExit(f"error: {e}")
+    model.train()
+    ref_model = None
+    if beta != 0.0:
+        ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.99))
+    step, history = 0, []
+    if resuming:
+        st = torch.load(state_path, weights_only=False)
+        opt.load_state_dict(st["opt"])
+        step, history, db, cache = st["step"], st["history"], st["db"], st["cache"]
+        rng.setstate(st["py_rng"])
+        torch.set_rng_state(st["torch_rng"])
+        if torch.cuda.is_available() and st.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state_all(st["cuda_rng"])
+        print(f"resumed from {ckpt_dir} at step {step}")
+    amp = torch.autocast("cuda", dtype=getattr(torch, dtype)) if device.startswith("cuda") else torch.autocast(
+        "cpu", enabled=False)
+    print(f"policy {src}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params; "
+          f"{len(train_tasks)} tasks; {num_prompts}x{num_generations} samples per step")
+
+    def save():
+        os.makedirs(ckpt_dir, exist_ok=True)
+        model.save_pretrained(ckpt_dir)
+        tok.save_pretrained(ckpt_dir)
+        torch.save(dict(opt=opt.state_dict(), step=step, history=history, db=db, cache=cache,
+                        py_rng=rng.getstate(), torch_rng=torch.get_rng_state(),
+                        cuda_rng=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                        config=common.config_keys(globals())), state_path + ".tmp")
+        os.replace(state_path + ".tmp", state_path)
+        common.write_json_atomic(os.path.join(rl_dir, "db.json"), db)
+        plot(history, os.path.join(rl_dir, "curves.png"))
+
+    try:
+        while step < max_steps:
+            t0 = time.time()
+            # 1. prompts
+            names = rng.sample(train_tasks, min(num_prompts, len(train_tasks)))
+            names += rng.choices(train_tasks, k=num_prompts - len(names))  # fewer tasks than prompts: repeat
+            prompts = []
+            for n in names:
+                ex = sample_exemplars(db[n], num_exemplars, rng, exemplar_sampling, delta_s, tau)
+                prompts.append(common.contrastive_prompt(tasks[n]["src"], [(e["code"], e["speedup"]) for e in ex],
+                                                         gpu_name))
+            # 2. rollouts
+            samples = list(common.generate(model, tok, prompts, num_generations, max_completion_length,
+                                           temperature, top_p, batch_size=gen_batch_size))
+            t1 = time.time()
+            # 3. code extraction and evaluation of each distinct new kernel
+            todo = {}
+            for i, s in enumerate(samples):
+                s["task"] = names[i // num_generations]
+                s["code"], s["format_error"] = common.extract_code(s["text"])
+                if s["code"] is not None:
+                    s["key"] = sha(s["task"], s["code"])
+                    if s["key"] not in cache:
+                        todo[s["key"]] = (s["task"], tasks[s["task"]]["src"], s["code"])
+            if todo:
+                results = bench.evaluate_many(list(todo.values()), device=device, arch=arch or None,
+                                              num_correct_trials=num_correct_trials, time_budget_s=time_budget_s,
+                                              timeout_s=timeout_s, build_workers=build_workers or None)
+                cache.update(zip(todo.keys(), results))
+            t2 = time.time()
+            # 4. rewards and advantages
+            for s in samples:
+                res = cache.get(s.get("key"))
+                s["status"] = "format_error" if res is None else res["status"]
+                s["speedup"] = res["speedup"] if res is not None and res["status"] == "ok" else None
+                s["reward"] = s["speedup"] if s["speedup"] is not None else failure_reward
+                if res is not None and res["status"] == "hack":
+                    common.append_jsonl(os.path.join(rl_dir, "hacks.jsonl"),
+                                        dict(step=step, task=s["task"], hack=res.get("hack"), code=s["code"]))
+            raw = torch.tensor([s["reward"] for s in samples], dtype=torch.float32)
+            adv = group_advantages(normalise_rewards(raw, reward_clip), num_generations, scale_rewards)
+            # 5. GRPO update
+            rows = [s for s in samples if not (mask_truncated_completions and s["truncated"])]
+            row_adv = torch.tensor([float(adv[i]) for i, s in enumerate(samples)
+                                    if not (mask_truncated_completions and s["truncated"])])
+            n_tokens = sum(len(s["completion_ids"]) for s in rows)
+            chunks = [list(range(i, min(i + micro_batch_size, len(rows)))) for i in range(0, len(rows), micro_batch_size)]
+            old, ref = {}, {}
+            with torch.no_grad(), amp:
+                for c in chunks:
+                    if num_iterations > 1:
+                        old[c[0]] = completion_logp(model, [rows[i] for i in c], tok.pad_token_id, temperature)[0]
+                    if ref_model is not None:
+                        ref[c[0]] = completion_logp(ref_model, [rows[i] for i in c], tok.pad_token_id, temperature)[0]
+            stats = dict(kl=0.0, clip_frac=0.0, entropy=0.0, loss=0.0)
+            for _ in range(num_iterations if rows else 0):
+                for c in chunks:
+                    with amp:
+                        logp, ent, m = completion_logp(model, [rows[i] for i in c], tok.pad_token_id, temperature)
+                        loss, st = grpo_loss(logp, old.get(c[0], logp.detach()), row_adv[c].to(logp.device), m,
+                                             ref_logp=ref.get(c[0]), beta=beta, epsilon=epsilon,
+                                             epsilon_high=epsilon_high, loss_type=loss_type,
+                                             max_completion_length=max_completion_length,
+                                             num_sequences=len(rows), num_tokens=n_tokens)
+                        if loss_type == "bnpo":
+                            loss = loss / len(chunks)
+                    loss.backward()
+                    w = len(c) / len(rows) / num_iterations
+                    stats["loss"] += loss.item() / num_iterations
+                    stats["kl"] += st["kl"] * w
+                    stats["clip_frac"] += st["clip_frac"] * w
+                    stats["entropy"] += ((ent * m).sum() / m.sum().clamp(min=1)).item() * w
+                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            t3 = time.time()
+            # 6. the exemplar database grows with every new correct kernel
+            for s in samples:
+                if s["speedup"] is not None and all(sha(s["task"], e["code"]) != s["key"] for e in db[s["task"]]):
+                    db[s["task"]].append(dict(code=s["code"], speedup=s["speedup"], step=step, source="rl"))
+            # log: one line per step, every sample in samples.jsonl
+            N = len(samples)
+            sp = [s["speedup"] for s in samples if s["speedup"] is not None]
+            frac = lambda k: sum(s["status"] == k for s in samples) / N
+            h = dict(step=step, reward=raw.mean().item(), speedup_all=sum(sp) / N,
+                     speedup_mean=sum(sp) / max(len(sp), 1), speedup_median=sorted(sp)[len(sp) // 2] if sp else 0.0,
+                     speedup_max=max(sp, default=0.0),
+                     frac_of_best=sum((s["speedup"] or 0.0) / best_seed[s["task"]] for s in samples) / N,
+                     ok=frac("ok"), compile_error=frac("compile_error"), incorrect=frac("incorrect"),
+                     hack=frac("hack"), format_error=frac("format_error"),
+                     crash=frac("crash") + frac("timeout") + frac("runtime_error"),
+                     completion_len=sum(len(s["completion_ids"]) for s in samples) / N,
+                     truncated=sum(s["truncated"] for s in samples) / N, new_kernels=len(todo),
+                     t_gen=t1 - t0, t_eval=t2 - t1, t_train=t3 - t2, **stats)
+            history.append(h)
+            print(f"step {step:4d} | reward {h['reward']:.3f} | speedup all {h['speedup_all']:.2f}x "
+                  f"ok {h['speedup_mean']:.2f}x med {h['speedup_median']:.2f}x max {h['speedup_max']:.2f}x "
+                  f"| of-best {h['frac_of_best']:.2f} | ok {h['ok']:.2f} compile {h['compile_error']:.2f} "
+                  f"wrong {h['incorrect']:.2f} crash {h['crash']:.2f} hack {h['hack']:.2f} "
+                  f"format {h['format_error']:.2f} | kl {h['kl']:.4f} clip {h['clip_frac']:.3f} "
+                  f"ent {h['entropy']:.3f} len {h['completion_len']:.0f} | new {len(todo)} "
+                  f"| gen {h['t_gen']:.1f}s eval {h['t_eval']:.1f}s train {h['t_train']:.1f}s", flush=True)
+            for i, s in enumerate(samples):
+                common.append_jsonl(os.path.join(rl_dir, "samples.jsonl"), dict(
+                    step=step, task=s["task"], status=s["status"], format_error=s["format_error"],
+                    speedup=s["speedup"], reward=s["reward"], advantage=float(adv[i]), truncated=s["truncated"],
+                    completion=s["text"]))
+            common.append_jsonl(os.path.join(rl_dir, "log.jsonl"), h)
+            step += 1
+            if step % save_interval == 0 or step == max_steps:
+                save()
+    except KeyboardInterrupt:
+        print("interrupted: saving a checkpoint (continue with --resume)")
+        save()
+        sys.exit(130)
+    if history:
+        first, last = history[0], history[-1]
+        print(f"speedup of sampled kernels (failures as 0): step 0 {first['speedup_all']:.2f}x -> step {last['step']} "
+              f"{last['speedup_all']:.2f}x; fraction of the best seed kernel {first['frac_of_best']:.2f} -> "
+              f"{last['frac_of_best']:.2f}")
+    if run_evaluate:
+        run_stage("evaluate.py", argv, [f"--model={ckpt_dir}"])

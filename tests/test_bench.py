@@ -1,0 +1,325 @@
+"""bench.py on the CPU: every failure class and hack of the fixtures comes out with the right status, the result
+record is complete, the comparison and the rounding match golden values, the build cache builds once, never
+collides and survives a stale lock, and the CLI exits 0/1. All candidates run once, in parallel, in a module
+fixture (the real C++ compiles dominate: ~1-2 min on 2 cores)."""
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIX = os.path.join(ROOT, "tests", "fixtures")
+sys.path.insert(0, ROOT)
+import bench  # noqa: E402
+
+TASK = open(os.path.join(FIX, "cpu_task_scale.py")).read()
+KEYS = {"task", "candidate_hash", "status", "compiled", "correct", "speedup", "speedup_rounded", "ref_ms", "cand_ms",
+        "error", "error_type", "hack", "max_abs_err", "max_rel_err", "mismatches", "nans", "trials", "timed_calls",
+        "protocol", "device_name", "torch_version", "cuda_version", "backend_flags", "compile_s", "eval_s"}
+CPP_SRC = open(os.path.join(FIX, "cand_cpp_scale.py")).read().split('CPP_SRC = r"""')[1].split('"""')[0]
+CPP_SRC_3X = CPP_SRC.replace("2.0f", "3.0f")   # another source under the same name= (and a stale-lock victim)
+
+
+def src(name):
+    return open(os.path.join(FIX, name)).read()
+
+
+# name -> (candidate file, extra evaluate() keywords)
+CASES = {
+    "cpp": ("cand_cpp_scale.py", {}),
+    "cpp_broken": ("cand_cpp_broken.py", {}),
+    "correct": ("cand_scale_correct.py", {}),
+    "wrong": ("cand_scale_wrong.py", {}),
+    "segfault": ("cand_segfault.py", {}),
+    "hang": ("cand_hang.py", dict(timeout_s=25)),
+    "raise": ("cand_raise.py", {}),
+    "exit": ("cand_exit.py", {}),
+    "no_modelnew": ("cand_no_modelnew.py", {}),
+    "no_modelnew_unchecked": ("cand_no_modelnew.py", dict(static_checks=False)),
+    "mutate": ("cand_mutate_input.py", {}),
+    "return_input": ("cand_return_input.py", {}),
+    "get_inputs": ("cand_get_inputs.py", {}),
+    "tf32": ("cand_tf32.py", {}),
+    "tf32_unchecked": ("cand_tf32.py", dict(static_checks=False)),
+    "patch": ("cand_patch_timer.py", {}),
+    "lazy": ("cand_lazy.py", {}),
+    "call_counting": ("cand_call_counting.py", {}),
+}
+
+
+def _stale_lock_build(build_root):
+    """Builds CPP_SRC_3X in a fresh process after planting torch's `lock` file in its build folder."""
+    key = bench._build_key(bench._inline_args("cudal1_test_scale", CPP_SRC_3X, functions=["scale_shift"]))
+    os.makedirs(os.path.join(build_root, key), exist_ok=True)
+    open(os.path.join(build_root, key, "lock"), "w").close()     # as left by a build killed at its timeout
+    code = (f"import sys; sys.path.insert(0, {ROOT!r}); import bench; "
+            f"m = bench.cached_load_inline(name='cudal1_test_scale', cpp_sources={CPP_SRC_3X!r}, "
+            f"functions=['scale_shift']); print(m.__name__)")
+    t0 = time.time()
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                           env=dict(os.environ, CUDAL1_BUILD_ROOT=build_root))
+        return dict(rc=p.returncode, out=p.stdout + p.stderr, seconds=time.time() - t0)
+    except subprocess.TimeoutExpired:
+        return dict(rc=None, out="hung on the stale lock", seconds=time.time() - t0)
+
+
+def _cli(cand):
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), os.path.join(FIX, "cpu_task_scale.py"),
+                        os.path.join(FIX, cand), "--device", "cpu", "--trials", "2"], capture_output=True, text=True,
+                       timeout=300)
+    return p.returncode, p.stdout + p.stderr
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """Runs every case, the stale-lock build, evaluate_many and the CLI once, 3 at a time (the two C++ builds
+    first, so that they overlap)."""
+    build_root = str(tmp_path_factory.mktemp("build"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CUDAL1_BUILD_ROOT", build_root)
+        mp.setenv("CUDAL1_PCH", "0")          # the PCH costs ~100 s here; test_pch_* (slow) covers it
+        with ThreadPoolExecutor(3) as pool:
+            stale = pool.submit(_stale_lock_build, build_root)
+            futures = {name: pool.submit(bench.evaluate, TASK, src(f), task_name=name, device="cpu",
+                                         num_correct_trials=3, time_budget_s=0.3, **dict(dict(timeout_s=240), **kw))
+                       for name, (f, kw) in CASES.items()}
+            jobs = [("a", TASK, src("cand_scale_correct.py")), ("b", TASK, src("cand_scale_wrong.py")),
+                    ("c", TASK, src("cand_no_modelnew.py")), ("d", TASK, src("cand_scale_correct.py"))]
+            many = pool.submit(bench.evaluate_many, jobs, device="cpu", num_correct_trials=2, time_budget_s=0.2,
+                               timeout_s=240, build_workers=2)
+            cli = {c: pool.submit(_cli, c) for c in ("cand_scale_correct.py", "cand_scale_wrong.py")}
+            out = dict(build_root=build_root, res={k: f.result() for k, f in futures.items()}, stale=stale.result(),
+                       many=many.result(), cli={k: f.result() for k, f in cli.items()})
+        yield out
+
+
+def check(res, status, hack=None):
+    assert res["status"] == status, bench.result_summary(res)
+    assert res["hack"] == hack, bench.result_summary(res)
+    return res
+
+
+# ---- results of the fixtures ----
+
+def test_correct_candidate(env):
+    r = check(env["res"]["correct"], "ok")
+    assert r["correct"] and r["compiled"] and r["trials"] == 3
+    assert math.isfinite(r["speedup"]) and r["speedup"] > 0
+    assert r["speedup"] == pytest.approx(r["ref_ms"] / r["cand_ms"])
+    assert r["speedup_rounded"] == bench.round_toward_one(r["speedup"])
+    assert r["mismatches"] == 0 and r["nans"] == 0 and r["max_abs_err"] < 1e-5
+    assert r["timed_calls"] >= bench.MIN_CALLS * bench.ROUNDS and r["device_name"] == "cpu"
+
+
+def test_record_has_every_key_and_is_json(env):
+    for name, r in env["res"].items():
+        assert KEYS <= set(r), (name, KEYS - set(r))
+        assert r["status"] in ("ok", "static", "compile_error", "runtime_error", "incorrect", "timeout", "crash", "hack")
+        assert json.loads(json.dumps(r))["candidate_hash"] == r["candidate_hash"]
+        assert len(r["candidate_hash"]) == 16 and r["protocol"] == "strict" and r["eval_s"] >= 0
+        assert isinstance(r["error"], str) and len(r["error"]) <= bench._ERR_CHARS + 10
+        if r["status"] != "ok":
+            assert r["error"], name
+        if not r["correct"]:
+            assert r["speedup"] is None, name
+
+
+def test_wrong_candidate_is_incorrect(env):
+    r = check(env["res"]["wrong"], "incorrect")
+    assert not r["correct"] and r["compiled"] and r["speedup"] is None
+    assert r["mismatches"] == 256 * 1024 and r["nans"] == 0
+    assert r["max_abs_err"] == pytest.approx(0.1, rel=1e-3) and r["trials"] == 0
+
+
+def test_segfault_is_a_crash(env):
+    r = check(env["res"]["segfault"], "crash")
+    assert r["error_type"] == "SIGSEGV" and "Segmentation fault" in r["error"]   # faulthandler's traceback
+
+
+def test_endless_loop_times_out(env):
+    r = check(env["res"]["hang"], "timeout")
+    assert r["compiled"] and r["eval_s"] < 60      # the partial record survives; the process group was killed
+
+
+def test_exception_is_a_runtime_error(env):
+    r = check(env["res"]["raise"], "runtime_error")
+    assert r["error_type"] == "ValueError" and "not implemented" in r["error"]
+
+
+def test_os_exit_is_a_crash(env):
+    r = check(env["res"]["exit"], "crash")
+    assert r["error_type"] == "exit(3)"
+
+
+def test_missing_modelnew(env):
+    check(env["res"]["no_modelnew"], "static")
+    r = check(env["res"]["no_modelnew_unchecked"], "runtime_error")
+    assert "ModelNew" in r["error"]
+
+
+def test_input_mutation_and_passthrough_are_hacks(env):
+    check(env["res"]["mutate"], "hack", "input_mutation")
+    check(env["res"]["return_input"], "hack", "output_aliases_input")
+
+
+def test_candidate_get_inputs_is_ignored(env):
+    r = check(env["res"]["get_inputs"], "ok")        # its get_init_inputs() -> [123] would make ModelNew() raise
+    assert r["input_shapes"] == [[256, 1024]]
+
+
+def test_backend_flag_change_is_caught(env):
+    check(env["res"]["tf32"], "hack", "precision_downgrade")           # statically
+    r = check(env["res"]["tf32_unchecked"], "hack", "backend_flags")   # and at run time, restored
+    assert r["backend_flags"] == bench.FIXED_FLAGS and r["correct"]
+
+
+def test_patched_timer_and_checker_are_caught(env):
+    r = check(env["res"]["patch"], "hack", "patched_timer_or_checker")
+    assert r["ref_ms"] > 0.001     # measured with the original perf_counter, not the patched one
+
+
+def test_tensor_subclass_output_is_a_hack(env):
+    check(env["res"]["lazy"], "hack", "lazy_output")
+
+
+def test_call_counting_is_caught_after_timing(env):
+    r = check(env["res"]["call_counting"], "hack", "timed_output_mismatch")
+    assert r["trials"] == 3 and not r["correct"]
+
+
+def test_cpp_candidate_builds_and_runs(env):
+    r = check(env["res"]["cpp"], "ok")
+    assert r["compiled"] and r["correct"] and r["compile_s"] > 1
+
+
+def test_cpp_compile_error(env):
+    r = check(env["res"]["cpp_broken"], "compile_error")
+    assert not r["compiled"] and "error" in r["error"] and r["error_type"] == "BuildError"
+
+
+def test_evaluate_many_keeps_order_and_isolates_failures(env):
+    a, b, c, d = env["many"]
+    assert [x["task"] for x in env["many"]] == ["a", "b", "c", "d"]
+    assert (a["status"], b["status"], c["status"], d["status"]) == ("ok", "incorrect", "static", "ok")
+    assert a["candidate_hash"] == d["candidate_hash"] != b["candidate_hash"]
+
+
+def test_cli_exit_codes(env):
+    rc, out = env["cli"]["cand_scale_correct.py"]
+    assert rc == 0 and " ok " in out, out
+    rc, out = env["cli"]["cand_scale_wrong.py"]
+    assert rc == 1 and "incorrect" in out, out
+
+
+# ---- the build cache ----
+
+def test_second_build_is_a_cache_hit_without_ninja(env, monkeypatch):
+    assert env["res"]["cpp"]["status"] == "ok"       # built once, in a child
+    monkeypatch.setattr(bench.cpp_extension, "load", lambda *a, **k: pytest.fail("ninja build on a cache hit"))
+    t0 = time.time()
+    m = bench.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC, functions=["scale_shift"])
+    assert time.time() - t0 < 2
+    x = torch.rand(64)
+    assert torch.equal(m.scale_shift(x), x * 2 + 1)
+    r = bench.build(src("cand_cpp_scale.py"), device="cpu", build_root=env["build_root"], timeout_s=120)
+    assert r["status"] == "ok" and r["compiled"] and r["compile_s"] < 10, r
+
+
+def test_stale_torch_lock_does_not_hang_and_same_name_never_collides(env, monkeypatch):
+    assert env["stale"]["rc"] == 0, env["stale"]["out"][-3000:]
+    monkeypatch.setattr(bench.cpp_extension, "load", lambda *a, **k: pytest.fail("ninja build on a cache hit"))
+    m2 = bench.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC, functions=["scale_shift"])
+    m3 = bench.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC_3X, functions=["scale_shift"])
+    assert m2.__name__ != m3.__name__ and m2.__name__.startswith("cudal1_test_scale_")
+    x = torch.rand(64)
+    assert torch.equal(m2.scale_shift(x), x * 2 + 1) and torch.equal(m3.scale_shift(x), x * 3 + 1)
+
+
+def test_cuda_prelude_choice():
+    assert not bench._MENTIONS_TORCH.search("__global__ void k(float* x) { x[0] = FLOAT_MAX; }")
+    for s in ("torch::Tensor f();", "at::Tensor f();", "AT_DISPATCH_FLOATING_TYPES(", "#include <ATen/ATen.h>",
+              "C10_CUDA_KERNEL_LAUNCH_CHECK();", "c10::Half h;"):
+        assert bench._MENTIONS_TORCH.search(s), s
+
+
+@pytest.mark.slow
+def test_pch_is_built_and_valid_for_the_real_compile(tmp_path, monkeypatch):
+    """The precompiled torch/extension.h is built once, added to the build's include path, and GCC accepts it
+    for the exact flags ninja used (g++ -H marks a used PCH with '!')."""
+    if not bench.cpp_extension.check_compiler_is_gcc(bench.cpp_extension.get_cxx_compiler()):
+        pytest.skip("the PCH is for g++ only")
+    monkeypatch.setenv("CUDAL1_BUILD_ROOT", str(tmp_path))
+    monkeypatch.setenv("CUDAL1_PCH", "1")
+    src_ = CPP_SRC.replace("2.0f", "5.0f")
+    m = bench.cached_load_inline(name="cudal1_test_pch", cpp_sources=src_, functions=["scale_shift"])
+    assert torch.equal(m.scale_shift(torch.ones(2)), torch.full((2,), 6.0))
+    gch = [os.path.join(r, f) for r, _, fs in os.walk(tmp_path / "pch") for f in fs if f == "extension.h.gch"]
+    assert len(gch) == 1
+    key = bench._build_key(bench._inline_args("cudal1_test_pch", src_, functions=["scale_shift"]))
+    cflags = next(line for line in open(tmp_path / key / "build.ninja") if line.startswith("cflags = "))[9:]
+    pch_dir = os.path.dirname(os.path.dirname(gch[0]))
+    assert f"-I{pch_dir}" in cflags
+    probe = tmp_path / "probe.cpp"
+    probe.write_text("#include <torch/extension.h>\nint probe() { return 0; }\n")
+    p = subprocess.run(f"c++ {cflags.strip()} -fsyntax-only -H {probe}", shell=True, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert f"! {gch[0]}" in p.stderr, p.stderr[:2000]
+
+
+# ---- pure functions ----
+
+def test_compare_cpu_golden():
+    out = torch.tensor([1.0, 2.0, 3.5, float("nan"), 0.0])
+    ref = torch.tensor([1.0, 2.02, 3.0, 4.0, 1e-3])
+    # |o-r| = [0, 0.02, 0.5, nan, 1e-3]; tol = 0.01 + 0.01*|r| = [0.02, 0.0302, 0.04, 0.05, 0.01001]
+    # mismatches: 3.5 vs 3.0 and the NaN -> 2; nans: 1; max_abs over non-NaN = 0.5;
+    # max_rel = max(0, 0.02/2.02, 0.5/3, 1e-3/(1e-3+1e-12)) = 1e-3/(1e-3+1e-12) ~ 1.0 (float32)
+    max_abs, max_rel, mism, nans = bench.compare_cpu(out, ref, 1e-2, 1e-2)
+    assert (mism, nans) == (2.0, 1.0)
+    assert max_abs == pytest.approx(0.5) and max_rel == pytest.approx(1.0, rel=1e-6)
+    ok = bench.compare_cpu(torch.tensor([float("inf"), 1.0]), torch.tensor([float("inf"), 1.0]), 1e-2, 1e-2)
+    assert ok == [0.0, 0.0, 0.0, 0.0]                      # equal infinities match, as in torch.isclose
+    both_nan = bench.compare_cpu(torch.tensor([float("nan")]), torch.tensor([float("nan")]), 1e-2, 1e-2)
+    assert both_nan[2:] == [1.0, 0.0]                      # NaN never matches (equal_nan=False), not counted as nan
+    x = torch.randn(1000)
+    y = x + torch.randn(1000) * 0.02
+    assert (bench.compare_cpu(y, x, 1e-2, 1e-2)[2] == 0) == torch.allclose(y, x, atol=1e-2, rtol=1e-2)
+
+
+def test_round_toward_one_golden():
+    assert bench.round_toward_one(1.118) == 1.11
+    assert bench.round_toward_one(0.992) == 1.00
+    assert bench.round_toward_one(1.0) == 1.0
+    assert bench.round_toward_one(1.13) == 1.13 and bench.round_toward_one(0.57) == 0.57
+    assert bench.round_toward_one(0.5712) == 0.58 and bench.round_toward_one(3.999) == 3.99
+    assert bench.round_toward_one(None) is None
+
+
+def test_static_checks():
+    ok = "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    assert bench.static_check(ok, TASK) is None
+    cases = {
+        "inherits_reference": "class ModelNew(Model):\n    pass\n",
+        "side_stream": ok + "s = torch.cuda.Stream()\n",
+        "background_thread": "import threading\n" + ok,
+        "l2_persistence": ok + 'src = "attr.accessPolicyWindow.num_bytes = n;"\n',
+        "precision_downgrade": ok + "torch.set_float32_matmul_precision('high')\n",
+        "cached_output": ok + "_cache = {}\ndef f(x):\n    k = (x.data_ptr(), x.shape)\n    return _cache[k]\n",
+    }
+    for kind, code in cases.items():
+        assert bench.static_check(code, TASK)[:2] == ("hack", kind), kind
+    assert bench.static_check("def f(:\n", TASK)[0] == "compile_error"
+    assert bench.static_check("import torch\n", TASK)[0] == "static"
+    # false-positive aversion: comments, pointer passing, shape-keyed caches, and precision the task itself uses
+    benign = ok + ("# torch.cuda.Stream() would be a hack\n_kernels = {}\n"
+                   "def launch(x):\n    k = _kernels[(x.dtype, x.shape)]\n    return k(x.data_ptr())\n")
+    assert bench.static_check(benign, TASK) is None
+    assert bench.static_check(ok + "y = x.half()\n", TASK + "\nx = x.half()\n") is None

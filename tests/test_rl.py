@@ -1,0 +1,256 @@
+"""GRPO maths, exemplar sampling, prompt parsing: golden values computed by hand (see the comments)."""
+import math
+import random
+
+import pytest
+import torch
+
+import common
+import rl
+
+
+# --- advantages -------------------------------------------------------------
+
+def test_group_advantages_golden():
+    # group 1: rewards 1,2,3 -> mean 2, unbiased std 1 -> (-1, 0, 1) / (1 + 1e-4); group 2: equal rewards -> 0
+    r = torch.tensor([1.0, 2.0, 3.0, 5.0, 5.0, 5.0])
+    a = rl.group_advantages(r, 3, "group")
+    s = 1 / (1 + 1e-4)
+    assert torch.allclose(a, torch.tensor([-s, 0.0, s, 0.0, 0.0, 0.0]), atol=1e-7)
+    # "none" (Dr. GRPO): only the mean is removed
+    assert torch.allclose(rl.group_advantages(r, 3, "none"), torch.tensor([-1.0, 0, 1, 0, 0, 0]))
+    # "batch": divided by the unbiased std of all six rewards
+    std = torch.tensor([1.0, 2, 3, 5, 5, 5]).std().item()
+    assert torch.allclose(rl.group_advantages(r, 3, "batch"), torch.tensor([-1.0, 0, 1, 0, 0, 0]) / (std + 1e-4))
+
+
+def test_zero_spread_group_gives_zero_advantage():
+    r = torch.tensor([0.0, 0.0, 0.0, 0.0, 1.3, 1.3, 1.3, 1.3])
+    assert torch.equal(rl.group_advantages(r, 4, "group"), torch.zeros(8))
+
+
+def test_normalise_and_clip_golden():
+    # mean 1, population std 1 -> (-1, 1); clipped at 0.5
+    assert torch.allclose(rl.normalise_rewards(torch.tensor([0.0, 2.0]), 1.5), torch.tensor([-1.0, 1.0]))
+    assert torch.allclose(rl.normalise_rewards(torch.tensor([0.0, 2.0]), 0.5), torch.tensor([-0.5, 0.5]))
+    # a 100x outlier is clipped to 1.5 (the paper's guard against a hacked or lucky huge speedup)
+    out = rl.normalise_rewards(torch.tensor([1.0, 1.0, 1.0, 100.0]), 1.5)
+    assert out[-1].item() == pytest.approx(1.5) and out[0].item() < 0
+    assert torch.equal(rl.normalise_rewards(torch.tensor([3.0, 4.0]), 0.0), torch.tensor([3.0, 4.0]))
+
+
+# --- loss -------------------------------------------------------------------
+
+def _batch():
+    # two sequences, 3 token slots; seq 0 has 2 tokens, seq 1 has 1 token; on-policy (ratio 1)
+    logp = torch.log(torch.tensor([[0.5, 0.25, 0.9], [0.1, 0.9, 0.9]]))
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    adv = torch.tensor([1.0, -3.0])
+    return logp, mask, adv
+
+
+@pytest.mark.parametrize("loss_type,expected", [
+    ("grpo", 1.0),        # per-token loss -A: seq0 mean -1, seq1 mean 3 -> (-1 + 3) / 2
+    ("bnpo", 1 / 3),      # (-1 - 1 + 3) / 3 tokens
+    ("dr_grpo", 0.125),   # (-1 - 1 + 3) / (2 sequences * 4 max_completion_length)
+    ("dapo", 1 / 3),      # (-1 - 1 + 3) / 3 tokens of the whole batch
+])
+def test_loss_types_golden(loss_type, expected):
+    logp, mask, adv = _batch()
+    loss, st = rl.grpo_loss(logp, logp.detach(), adv, mask, loss_type=loss_type, max_completion_length=4)
+    assert loss.item() == pytest.approx(expected, abs=1e-6)
+    assert st["clip_frac"] == 0.0 and st["kl"] == 0.0
+
+
+def test_micro_batch_shares_add_up_to_full_batch():
+    logp, mask, adv = _batch()
+    for lt in ("grpo", "dr_grpo", "dapo"):
+        full, _ = rl.grpo_loss(logp, logp, adv, mask, loss_type=lt, max_completion_length=4)
+        parts = sum(rl.grpo_loss(logp[i:i + 1], logp[i:i + 1], adv[i:i + 1], mask[i:i + 1], loss_type=lt,
+                                 max_completion_length=4, num_sequences=2, num_tokens=3)[0] for i in range(2))
+        assert parts.item() == pytest.approx(full.item(), abs=1e-6), lt
+
+
+def test_clipping_golden():
+    # one token each; old_logp = 0 so ratio = exp(logp)
+    logp = torch.log(torch.tensor([[1.5], [1.5], [0.5], [0.5]]))
+    old = torch.zeros_like(logp)
+    mask = torch.ones_like(logp)
+    adv = torch.tensor([1.0, -1.0, -1.0, 1.0])
+    # A=1, r=1.5: -min(1.5, 1.2) = -1.2 (clipped); A=-1, r=1.5: -min(-1.5, -1.2) = 1.5 (not clipped);
+    # A=-1, r=0.5: -min(-0.5, -0.8) = 0.8 (clipped); A=1, r=0.5: -min(0.5, 0.8) = -0.5 (not clipped)
+    loss, st = rl.grpo_loss(logp, old, adv, mask, epsilon=0.2, epsilon_high=0.2, loss_type="grpo")
+    assert loss.item() == pytest.approx((-1.2 + 1.5 + 0.8 - 0.5) / 4, abs=1e-6)
+    assert st["clip_frac"] == pytest.approx(0.5)
+    # a wider upper clip (DAPO's clip-higher) lets the first token's ratio through: -1.5
+    loss2, _ = rl.grpo_loss(logp[:1], old[:1], adv[:1], mask[:1], epsilon=0.2, epsilon_high=0.6)
+    assert loss2.item() == pytest.approx(-1.5, abs=1e-6)
+
+
+def test_k3_kl():
+    logp = torch.tensor([[0.0, -1.0, -2.0]])
+    mask = torch.ones_like(logp)
+    # zero at equality
+    _, st = rl.grpo_loss(logp, logp, torch.zeros(1), mask, ref_logp=logp.clone(), beta=0.1)
+    assert st["kl"] == 0.0
+    # ref - logp = 1 on every token: e - 1 - 1 = 0.71828...; loss = beta * kl since A = 0
+    loss, st = rl.grpo_loss(logp, logp, torch.zeros(1), mask, ref_logp=logp + 1, beta=0.1)
+    assert st["kl"] == pytest.approx(math.e - 2, abs=1e-6)
+    assert loss.item() == pytest.approx(0.1 * (math.e - 2), abs=1e-6)
+    # never negative
+    d = torch.linspace(-5, 5, 101)[None]
+    _, st = rl.grpo_loss(torch.zeros_like(d), torch.zeros_like(d), torch.zeros(1), torch.ones_like(d), ref_logp=d, beta=1.0)
+    assert st["kl"] >= 0
+
+
+def test_loss_gradient_is_policy_gradient():
+    # on-policy, grpo: d loss / d logp_t = -A / (n_tokens of the sequence * B)
+    logp, mask, adv = _batch()
+    logp = logp.clone().requires_grad_(True)
+    loss, _ = rl.grpo_loss(logp, logp.detach(), adv, mask, loss_type="grpo")
+    loss.backward()
+    expected = torch.tensor([[-1 / 2 / 2, -1 / 2 / 2, 0.0], [3 / 1 / 2, 0.0, 0.0]])
+    assert torch.allclose(logp.grad, expected)
+
+
+# --- exemplar sampling ------------------------------------------------------
+
+def test_bucket_sampling_distribution():
+    # buckets of width 0.5: [0.1, 0.2] -> bucket 0 (mean 0.15); [1.1] -> bucket 2 (mean 1.1); [2.2, 2.3] -> bucket 4
+    entries = [dict(code=str(s), speedup=s) for s in (0.1, 0.2, 1.1, 2.2, 2.3)]
+    means = [0.15, 1.1, 2.25]
+    mu = sum(means) / 3
+    w = [math.exp(m - mu) for m in means]  # tau = 1
+    # P(pair of buckets {i, j}) = p_i * p_j/(1-p_i) + p_j * p_i/(1-p_j), drawn without replacement
+    p = [x / sum(w) for x in w]
+    pair = lambda i, j: p[i] * p[j] / (1 - p[i]) + p[j] * p[i] / (1 - p[j])
+    expected = {frozenset({0, 1}): pair(0, 1), frozenset({0, 2}): pair(0, 2), frozenset({1, 2}): pair(1, 2)}
+    bucket_of = {0.1: 0, 0.2: 0, 1.1: 1, 2.2: 2, 2.3: 2}
+    rng = random.Random(0)
+    n = 20000
+    counts = {k: 0 for k in expected}
+    within = {0.1: 0, 0.2: 0}
+    for _ in range(n):
+        ex = rl.sample_exemplars(entries, 2, rng, "bucket", 0.5, 1.0)
+        b = frozenset(bucket_of[e["speedup"]] for e in ex)
+        assert len(b) == 2, "two exemplars must come from distinct buckets"
+        counts[b] += 1
+        for e in ex:
+            if e["speedup"] in within:
+                within[e["speedup"]] += 1
+    # chi-square goodness of fit, 2 degrees of freedom: 13.8 is the 0.999 quantile
+    chi2 = sum((counts[k] - n * expected[k]) ** 2 / (n * expected[k]) for k in expected)
+    assert chi2 < 13.8, (counts, expected)
+    # uniform inside a bucket
+    assert abs(within[0.1] - within[0.2]) < 4 * math.sqrt(within[0.1] + within[0.2])
+
+
+def test_exemplar_fallbacks():
+    rng = random.Random(0)
+    one = [dict(code="a", speedup=1.0)]
+    assert rl.sample_exemplars(one, 2, rng) == one  # fewer kernels than asked: all of them
+    assert rl.sample_exemplars(one * 3, 0, rng) == []  # num_exemplars=0: vanilla GRPO
+    same = [dict(code=c, speedup=1.0) for c in "abc"]  # one bucket only: still two distinct kernels
+    ex = rl.sample_exemplars(same, 2, rng)
+    assert len(ex) == 2 and ex[0] is not ex[1]
+
+
+# --- prompts and extraction -------------------------------------------------
+
+ANSWER = common.format_response("A is faster.", "Fuse.", "import torch\nclass ModelNew(torch.nn.Module):\n    pass")
+
+
+def test_extract_code_ok():
+    code, err = common.extract_code(ANSWER)
+    assert err is None and code.startswith("import torch") and "class ModelNew" in code
+
+
+@pytest.mark.parametrize("text,reason", [
+    (ANSWER.replace("## Algorithm Design", "## Design"), "missing section"),
+    ("## Algorithm Design\nx\n## Performance Analysis\ny\n## Code Implementation\n```python\nclass ModelNew: pass\n```",
+     "out of order"),
+    (ANSWER.split("```python")[0], "no ```python block"),
+    (ANSWER.replace("class ModelNew", "class Model2"), "ModelNew"),
+    ("", "missing section"),
+])
+def test_extract_code_format_errors(text, reason):
+    code, err = common.extract_code(text)
+    assert code is None and reason in err
+
+
+def test_contrastive_prompt_has_exemplars_and_rules():
+    p = common.contrastive_prompt("class Model: pass", [("code A", 1.234), ("code B", 0.5)], "NVIDIA H200")
+    assert "speedup 1.23x" in p and "speedup 0.50x" in p and "NVIDIA H200" in p
+    assert all(h in p for h in common.SECTIONS)
+    assert "Do not cache" in p and "hyperparameters" in p
+    assert "Earlier implementations" not in common.contrastive_prompt("class Model: pass", [], "X")
+
+
+def test_parse_variant_strips_metadata():
+    code, meta = common.parse_variant("# @expect: wrong\n# @design: d\nimport torch\n# @not: meta\n")
+    assert meta == {"expect": "wrong", "design": "d"} and code == "import torch\n# @not: meta\n"
+
+
+def test_configure_overrides_and_errors():
+    g = dict(lr=1e-3, steps=10, name="x", flag=False, device="cuda", arch="8.0", gpu_name="A", gpu="a100")
+    common.configure(g, ["--lr=0.5", "--steps", "3", "--name=abc", "--flag", "--gpu=h200"])
+    assert g["lr"] == 0.5 and g["steps"] == 3 and g["name"] == "abc" and g["flag"] is True
+    assert g["arch"] == "9.0" and g["gpu_name"] == "NVIDIA H200" and g["gpu"] == "h200"
+    with pytest.raises(SystemExit):
+        common.configure(g, ["--nope=1"])
+    with pytest.raises(SystemExit):
+        common.configure(g, ["--steps=abc"])
+    with pytest.raises(SystemExit):
+        common.configure(g, ["--gpu=tpu"])
+
+
+# --- log-probs and generation -----------------------------------------------
+
+def _tiny():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def test_completion_logp_matches_unpadded_forward():
+    # left padding + position ids from the mask must give the same log-probs as each sequence alone
+    model = _tiny()
+    rows = [dict(prompt_ids=[1, 2, 3, 4, 5], completion_ids=[6, 7, 8]),
+            dict(prompt_ids=[9, 10], completion_ids=[11, 12, 13, 14, 15])]
+    logp, ent, mask = rl.completion_logp(model, rows, pad_id=0, temp=1.0)
+    assert mask.tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]
+    for i, r in enumerate(rows):
+        ids = torch.tensor([r["prompt_ids"] + r["completion_ids"]])
+        lsm = torch.log_softmax(model(input_ids=ids).logits[0].float(), -1)
+        P = len(r["prompt_ids"])
+        ref = torch.stack([lsm[P - 1 + t, c] for t, c in enumerate(r["completion_ids"])])
+        assert torch.allclose(logp[i, :len(ref)], ref, atol=1e-5)
+    assert (ent >= 0).all()
+
+
+def test_generate_keeps_eos_when_pad_is_eos(monkeypatch):
+    class Tok:
+        eos_token_id = pad_token_id = 0
+        chat_template = None
+        padding_side = "right"
+
+        def __call__(self, texts, **kw):
+            ids = torch.tensor([[5, 6]] * len(texts))
+            enc = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+            class E(dict):
+                def to(self, d):
+                    return self
+            return E(enc)
+
+        def decode(self, ids, skip_special_tokens=True):
+            return " ".join(map(str, ids))
+
+    model = _tiny()
+    # row 0 ends with EOS then pad (= EOS); row 1 never emits EOS (truncated)
+    monkeypatch.setattr(model, "generate", lambda **kw: torch.tensor([[5, 6, 7, 8, 0, 0], [5, 6, 7, 8, 9, 10]]))
+    out = list(common.generate(model, Tok(), ["p"], 2, 4))
+    assert out[0]["completion_ids"] == [7, 8, 0] and not out[0]["truncated"]
+    assert out[1]["completion_ids"] == [7, 8, 9, 10] and out[1]["truncated"]
