@@ -19,7 +19,8 @@ Protocol "strict" (every rule answers a known reward hack, REFERENCE.md §4; the
     the input set alternates between two seeds and the device is synchronised; the timed window is
     start event -> call -> device-wide synchronize -> end event, so work on side streams is counted; statistic
     = median ms per call; finally the candidate's last timed output is checked against the reference.
-On device="cpu" the same pipeline runs with time.perf_counter, compare_cpu and no flush or poison.
+On device="cpu" the same pipeline runs with time.perf_counter, compare_cpu and no flush or poison, on one thread
+unless OMP_NUM_THREADS is set (on a shared 2-core box a 0.1 ms op otherwise measured ~16 ms of OpenMP waiting).
 
 Result record (flat, JSON-serialisable): task, candidate_hash, status (ok | static | compile_error |
 runtime_error | incorrect | timeout | crash | hack), compiled, correct, speedup (ref_ms / cand_ms, unrounded,
@@ -38,7 +39,7 @@ key = sha256 of (name, sources, functions, flags, include paths, torch and CUDA 
 TORCH_CUDA_ARCH_LIST, compiler). build_root = CUDAL1_BUILD_ROOT or ~/.cache/cudal1/build.
 """
 import argparse, ast, contextlib, fcntl, faulthandler, hashlib, importlib.util, inspect, io, json, math, os
-import random, re, shlex, shutil, signal, site, statistics, subprocess, sys, sysconfig, tempfile, time, tokenize
+import random, re, shlex, shutil, signal, site, statistics, subprocess, sys, tempfile, time, tokenize
 import types
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
@@ -108,7 +109,8 @@ def result_summary(res):
 # ---------------------------------------------------------------------------------------------- static checks
 
 _SOURCE_PATTERNS = [   # (kind, regex over the candidate with its Python comments removed); REFERENCE.md §4
-    ("side_stream", r"torch\.cuda\.(?:streams\.)?Stream\s*\(|torch\.cuda\.stream\s*\(|cudaStreamCreate|getStreamFromPool"),
+    ("side_stream", r"torch\.cuda\.(?:streams\.)?Stream\s*\(|torch\.cuda\.stream\s*\(|cudaStreamCreate"
+                    r"|getStreamFromPool"),
     ("l2_persistence", r"cudaAccessPolicyWindow|accessPolicyWindow|cudaLimitPersistingL2CacheSize"),
     ("background_thread", r"(?:__import__|import_module)\(\s*['\"](?:threading|_thread|multiprocessing|concurrent)"),
 ]
@@ -161,7 +163,7 @@ def static_check(candidate_src, task_src=""):
     """Cheap, false-positive-averse source checks. Returns None (pass) or (status, hack kind or None, message)."""
     try:
         tree = ast.parse(candidate_src)
-    except SyntaxError as e:
+    except (SyntaxError, ValueError) as e:          # ValueError: null bytes in the source
         return "compile_error", None, f"SyntaxError: {e}"
     code = _strip_comments(candidate_src)
     if not _defines(tree, "ModelNew") and not re.search(r"['\"]ModelNew['\"]", code):
@@ -219,7 +221,8 @@ def _inline_args(name, cpp_sources, cuda_sources=None, functions=None, extra_cfl
         raise ValueError(f"Expected 'functions' to be a list or dict, but was {type(functions)}")
     return dict(name=name, cpp=_as_list(cpp_sources), cuda=_as_list(cuda_sources), functions=functions,
                 cflags=_as_list(extra_cflags, True), cuda_cflags=_as_list(extra_cuda_cflags, True),
-                ldflags=_as_list(extra_ldflags, True), includes=_as_list(extra_include_paths, True), with_cuda=with_cuda, is_python_module=bool(is_python_module),
+                ldflags=_as_list(extra_ldflags, True), includes=_as_list(extra_include_paths, True),
+                with_cuda=with_cuda, is_python_module=bool(is_python_module),
                 error_handling=bool(with_pytorch_error_handling), no_implicit_headers=bool(no_implicit_headers))
 
 
@@ -267,9 +270,10 @@ def _pch_dir(root, args):
     """An include folder holding a GCC precompiled torch/extension.h built with this build's flags, or None.
 
     Same idea and command as load_inline(use_pch=True) (torch's _check_and_build_extension_h_precompiler_headers),
-    but kept in our cache, one per flag set, written atomically, and never waited for: while one process builds
-    it, the others compile without. GCC checks a .gch against the compile's options and silently ignores one that
-    does not match, so the worst a wrong guess here can cost is the speed-up (main.cpp: ~40 s -> ~15 s on 2 cores).
+    but with the exact C++ flags of torch's own ninja file (so it matches on every torch version), kept in our
+    cache, one per flag set, written atomically and never waited for: while one process builds it, the others
+    compile without. GCC checks a .gch against the compile's options and silently ignores one that does not
+    match, so the worst a mistake here can cost is the speed-up (main.cpp: ~40 s -> ~15 s on 2 cores).
     """
     ce = cpp_extension
     if os.environ.get("CUDAL1_PCH", "1") == "0" or args["no_implicit_headers"] or \
@@ -279,15 +283,17 @@ def _pch_dir(root, args):
         cxx = ce.get_cxx_compiler()
         if not ce.check_compiler_is_gcc(cxx):
             return None
-        std = re.search(r"'-fPIC', '(-std=c\+\+\d+)'", inspect.getsource(ce._write_ninja_file_to_build_library)).group(1)
         with_cuda = args["with_cuda"] if args["with_cuda"] is not None else bool(args["cuda"])
-        system = ce.include_paths("cuda" if with_cuda else "cpu") + [sysconfig.get_path("include", scheme="posix_prefix")]
+        with tempfile.TemporaryDirectory() as t:          # torch writes the flags it would compile main.cpp with
+            ce._write_ninja_file_to_build_library(
+                path=os.path.join(t, "build.ninja"), name="pch", sources=[os.path.join(t, "main.cpp")],
+                extra_cflags=args["cflags"], extra_cuda_cflags=[], extra_sycl_cflags=[], extra_ldflags=[],
+                extra_include_paths=args["includes"], with_cuda=with_cuda, with_sycl=False, is_standalone=False)
+            line = next(x for x in open(os.path.join(t, "build.ninja")) if x.startswith("cflags = "))
+        flags = [f for f in shlex.split(line[len("cflags = "):]) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
         header = os.path.join(os.path.dirname(torch.__file__), "include", "torch", "extension.h")
-        flags = (["-DTORCH_API_INCLUDE_EXTENSION_H"] + [f"-I{os.path.abspath(p)}" for p in args["includes"]]
-                 + [f for p in system for f in ("-isystem", p)] + ["-fPIC", std] + args["cflags"])
         sig = hashlib.sha256(json.dumps([cxx, header, flags, torch.__version__]).encode()).hexdigest()[:16]
-        top = os.path.join(root, "pch")
-        d = os.path.join(top, sig)
+        top, d = os.path.join(root, "pch"), os.path.join(root, "pch", sig)
         gch = os.path.join(d, "torch", "extension.h.gch")
         if os.path.exists(gch):
             return d
@@ -305,13 +311,13 @@ def _pch_dir(root, args):
             os.makedirs(os.path.dirname(gch), exist_ok=True)
             for stale in os.listdir(os.path.dirname(gch)):     # left by a builder killed at its timeout
                 os.remove(os.path.join(os.path.dirname(gch), stale))
-            tmp = f"{gch}.tmp{os.getpid()}"
-            p = subprocess.run(shlex.split(cxx) + ["-x", "c++-header", header, "-o", tmp] + flags,
+            p = subprocess.run(shlex.split(cxx) + ["-x", "c++-header", header, "-o", gch + ".tmp"] + flags,
                                capture_output=True, timeout=900)
             if p.returncode != 0:
-                open(os.path.join(d, "failed"), "w").write(p.stderr.decode(errors="replace")[-4000:])
+                with open(os.path.join(d, "failed"), "w") as f:
+                    f.write(p.stderr.decode(errors="replace")[-4000:])
                 return None
-            os.replace(tmp, gch)
+            os.replace(gch + ".tmp", gch)
             return d
     except Exception:
         return None
@@ -404,74 +410,21 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
             raise BuildError(f"Error building extension '{name}': {e}") from None
 
 
-@contextlib.contextmanager
-def patched_load_inline():
-    """torch.utils.cpp_extension.load_inline is cached_load_inline inside (candidates import it by either name)."""
-    cpp_extension.load_inline = cached_load_inline
-    try:
-        yield
-    finally:
-        cpp_extension.load_inline = _ORIG_LOAD_INLINE
-
-
 # ---------------------------------------------------------------------------------------- kernel_eval.cu glue
 
-_KERNEL_EVAL_CPP = r"""
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime.h>
-
-cudaError_t cudal1_l2_flush(int32_t* buf, int64_t n, cudaStream_t stream);
-cudaError_t cudal1_poison_fill(void* ptr, int64_t nbytes, cudaStream_t stream);
-cudaError_t cudal1_compare(const float* out, const float* ref, int64_t n, float atol, float rtol,
-                           unsigned int* acc_bits, unsigned long long* acc_cnt, double* result, cudaStream_t stream);
-
-static void check_launch(cudaError_t err, const char* what) {
-    TORCH_CHECK(err == cudaSuccess, "kernel_eval ", what, ": ", cudaGetErrorString(err));
-}
-
-void l2_flush(torch::Tensor buf) {
-    TORCH_CHECK(buf.is_cuda() && buf.scalar_type() == torch::kInt32 && buf.is_contiguous(),
-                "l2_flush: a contiguous int32 CUDA tensor is expected");
-    const c10::cuda::CUDAGuard guard(buf.device());
-    check_launch(cudal1_l2_flush(buf.data_ptr<int32_t>(), buf.numel(), c10::cuda::getCurrentCUDAStream().stream()),
-                 "l2_flush");
-}
-
-void poison_fill(torch::Tensor t) {
-    TORCH_CHECK(t.is_cuda() && t.is_contiguous(), "poison_fill: a contiguous CUDA tensor is expected");
-    const c10::cuda::CUDAGuard guard(t.device());
-    check_launch(cudal1_poison_fill(t.data_ptr(), t.numel() * static_cast<int64_t>(t.element_size()),
-                                    c10::cuda::getCurrentCUDAStream().stream()), "poison_fill");
-}
-
-torch::Tensor compare(torch::Tensor out, torch::Tensor ref, double atol, double rtol) {
-    TORCH_CHECK(out.is_cuda() && ref.is_cuda() && out.device() == ref.device(),
-                "compare: both tensors must be on one CUDA device");
-    TORCH_CHECK(out.numel() == ref.numel(), "compare: ", out.numel(), " vs ", ref.numel(), " elements");
-    const c10::cuda::CUDAGuard guard(out.device());
-    auto o = out.detach().to(torch::kFloat).contiguous();
-    auto r = ref.detach().to(torch::kFloat).contiguous();
-    auto ws = torch::zeros({4}, o.options().dtype(torch::kInt64));     // acc_bits[2] | pad | acc_cnt[2]
-    auto result = torch::empty({4}, o.options().dtype(torch::kFloat64));
-    int64_t* w = ws.data_ptr<int64_t>();
-    check_launch(cudal1_compare(o.data_ptr<float>(), r.data_ptr<float>(), o.numel(), static_cast<float>(atol),
-                                static_cast<float>(rtol), reinterpret_cast<unsigned int*>(w),
-                                reinterpret_cast<unsigned long long*>(w + 2), result.data_ptr<double>(),
-                                c10::cuda::getCurrentCUDAStream().stream()), "compare");
-    return result;
-}
-"""
+_WRAPPER_MARK = "// ==== cpp_sources"      # kernel_eval.cu: raw-pointer CUDA above this line, C++ wrapper below
 
 
 def load_kernel_eval():
-    """kernel_eval.cu built (once, through the cache) for the current GPU: l2_flush, poison_fill, compare."""
+    """kernel_eval.cu built (once, through the cache) for the current GPU: l2_flush, poison_fill, compare.
+    Its CUDA part goes in as cuda_sources, its wrapper (below _WRAPPER_MARK) as cpp_sources."""
+    cuda_src, cpp_src = open(os.path.join(HERE, "kernel_eval.cu")).read().split(_WRAPPER_MARK)
     arch = os.environ.get("TORCH_CUDA_ARCH_LIST")
     if torch.cuda.is_available():      # our own kernels always match the GPU, whatever `arch` candidates get
         os.environ["TORCH_CUDA_ARCH_LIST"] = "%d.%d" % torch.cuda.get_device_capability()
     try:
-        return cached_load_inline(name="cudal1_kernel_eval", cpp_sources=_KERNEL_EVAL_CPP,
-                                  cuda_sources=open(os.path.join(HERE, "kernel_eval.cu")).read(),
+        return cached_load_inline(name="cudal1_kernel_eval", cuda_sources=cuda_src,
+                                  cpp_sources="#define CUDAL1_KERNEL_EVAL_WRAPPER\n" + _WRAPPER_MARK + cpp_src,
                                   functions=["l2_flush", "poison_fill", "compare"])
     finally:
         if arch is None:
@@ -516,15 +469,17 @@ def _import_source(path, name):
     return mod
 
 
-_FLAG_ATTRS = dict(matmul_allow_tf32=("cuda.matmul", "allow_tf32"), cudnn_allow_tf32=("cudnn", "allow_tf32"),
-                   cudnn_benchmark=("cudnn", "benchmark"), cudnn_deterministic=("cudnn", "deterministic"))
+_FLAG_ATTRS = dict(matmul_allow_tf32=(torch.backends.cuda.matmul, "allow_tf32"),
+                   cudnn_allow_tf32=(torch.backends.cudnn, "allow_tf32"),
+                   cudnn_benchmark=(torch.backends.cudnn, "benchmark"),
+                   cudnn_deterministic=(torch.backends.cudnn, "deterministic"))
 
 
 def _get_flags():
     flags = {}
     for k, (owner, attr) in _FLAG_ATTRS.items():
         try:   # torch >= 2.9 raises here when the legacy and the new (fp32_precision) TF32 APIs were mixed
-            flags[k] = bool(getattr(eval(f"torch.backends.{owner}"), attr))
+            flags[k] = bool(getattr(owner, attr))
         except Exception as e:
             flags[k] = f"unreadable: {e}"[:80]
     flags["float32_matmul_precision"] = torch.get_float32_matmul_precision()
@@ -534,7 +489,7 @@ def _get_flags():
 def _set_flags(flags):
     torch.set_float32_matmul_precision(flags["float32_matmul_precision"])
     for k, (owner, attr) in _FLAG_ATTRS.items():
-        setattr(eval(f"torch.backends.{owner}"), attr, flags[k])
+        setattr(owner, attr, flags[k])
 
 
 _WATCHED = ["torch.cuda.synchronize", "torch.cuda.Event", "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time",
@@ -544,12 +499,13 @@ _WATCHED = ["torch.cuda.synchronize", "torch.cuda.Event", "torch.cuda.Event.reco
 
 def _snapshot_functions():
     """{name: (owner, attribute, original object)} of the timer/checker functions a candidate might replace."""
+    owners = {"torch": torch, "torch.cuda": torch.cuda, "torch.cuda.Event": torch.cuda.Event, "torch._C": torch._C,
+              "time": time}
     snap = {}
     for name in _WATCHED:
-        owner_name, attr = name.rsplit(".", 1)
-        owner = eval(owner_name, {"torch": torch, "time": time})
-        if hasattr(owner, attr):
-            snap[name] = (owner, attr, getattr(owner, attr))
+        owner, attr = name.rsplit(".", 1)
+        if hasattr(owners[owner], attr):
+            snap[name] = (owners[owner], attr, getattr(owners[owner], attr))
     return snap
 
 
@@ -580,7 +536,7 @@ def _fingerprint(inputs):
         if isinstance(x, torch.Tensor):
             b = x.detach().contiguous().reshape(-1).view(torch.uint8)
             w = b.view(torch.int32) if x.element_size() >= 4 else b.to(torch.int32)
-            fp.append([int(b.sum(dtype=torch.int64)), int(w.sum(dtype=torch.int64)), int(w[::7].sum(dtype=torch.int64))])
+            fp.append([int(v.sum(dtype=torch.int64)) for v in (b, w, w[::7])])
     return fp
 
 
@@ -654,7 +610,7 @@ def _run_trials(task, ref_model, new_model, spec, dev, T, ke, snap, hacks, res):
         ref_leaves = [r for _, r, _ in _leaves(ref_out, ref_out)]
         alias_ok = any(_aliases(r, inputs) for r in ref_leaves if r.numel())
         if _fingerprint(inputs) != fp:                    # the reference itself works in place: fresh inputs
-            keep, inputs, fp = inputs, _make_inputs(task, seed, dev), None
+            inputs, fp = _make_inputs(task, seed, dev), None
         if ke is not None:                                # poison what the allocator can hand out next (§4)
             sizes = [r.numel() * r.element_size() for r in ref_leaves if r.is_cuda]
             blocks = [torch.empty(max(n, 1), dtype=torch.uint8, device=dev) for n in sizes + [sum(sizes)]]
@@ -695,14 +651,14 @@ def _timed_call(model, inputs, T, ke, flush):
 
 
 def _time_models(task, ref_model, new_model, spec, dev, T, ke, snap, hacks, res):
-    """Paired timing (CUDA-L1: pairs in random order, REFERENCE.md §1.3); returns ref_ms, cand_ms (medians)."""
+    """Paired timing (CUDA-L1: pairs in random order, REFERENCE.md §1.3) into res: ref_ms, cand_ms (medians)."""
     sets = [_make_inputs(task, s, dev) for s in (SEED + 1, SEED + 2)]   # two input sets, alternated per call
     flush = None
     if ke is not None:
         l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
         flush = torch.empty((2 * l2 if l2 > 0 else 256 << 20) // 4, dtype=torch.int32, device=dev)
-    models, calls, times, wall = dict(ref=ref_model, cand=new_model), dict(ref=0, cand=0), dict(ref=[], cand=[]), \
-        dict(ref=[], cand=[])
+    models = dict(ref=ref_model, cand=new_model)
+    calls, times, wall = dict(ref=0, cand=0), dict(ref=[], cand=[]), dict(ref=[], cand=[])
     last = None
 
     def call(side, timed):
@@ -710,6 +666,7 @@ def _time_models(task, ref_model, new_model, spec, dev, T, ke, snap, hacks, res)
         k = calls[side] % 2
         calls[side] += 1
         ms, out, w = _timed_call(models[side], sets[k], T, ke, flush)
+        _tamper_check(snap, hacks)                        # the reference always runs under the fixed flags
         wall[side].append(w)
         if timed:
             times[side].append(ms)
@@ -755,7 +712,8 @@ def _child_eval(spec, res):
     cuda = dev.type == "cuda"
     snap = _snapshot_functions()                          # before any candidate code runs
     orig = {k: v[2] for k, v in snap.items()}
-    T = types.SimpleNamespace(perf=orig["time.perf_counter"], sync=orig["torch.cuda.synchronize"] if cuda else (lambda: None),
+    T = types.SimpleNamespace(perf=orig["time.perf_counter"],
+                              sync=orig["torch.cuda.synchronize"] if cuda else (lambda: None),
                               Event=orig.get("torch.cuda.Event"), record=orig.get("torch.cuda.Event.record"),
                               elapsed=orig.get("torch.cuda.Event.elapsed_time"),
                               ev_sync=orig.get("torch.cuda.Event.synchronize"))
@@ -769,8 +727,7 @@ def _child_eval(spec, res):
     _write_json(spec["result_path"], res)                 # partial record: a later timeout or crash keeps this
     t0 = T.perf()
     try:
-        with patched_load_inline():
-            cand = _import_source(spec["candidate_path"], "cudal1_cand_" + res["candidate_hash"])
+        cand = _import_source(spec["candidate_path"], "cudal1_cand_" + res["candidate_hash"])
     except BaseException as e:
         compile_fail = isinstance(e, (BuildError, SyntaxError)) or bool(_BUILD_FAILURES)
         res.update(status="compile_error" if compile_fail else "runtime_error", compile_s=T.perf() - t0,
@@ -821,8 +778,7 @@ def _child_build(spec, res):
         if spec.get("kernel_eval"):
             load_kernel_eval()
         else:
-            with patched_load_inline():
-                _import_source(spec["candidate_path"], "cudal1_cand_" + res["candidate_hash"])
+            _import_source(spec["candidate_path"], "cudal1_cand_" + res["candidate_hash"])
         res.update(status="ok", compiled=True)
     except BaseException as e:
         compile_fail = isinstance(e, (BuildError, SyntaxError)) or bool(_BUILD_FAILURES)
@@ -836,10 +792,15 @@ def _child_main(spec_path):
     faulthandler.enable()                                 # a segfault leaves a Python traceback in the log
     spec = json.load(open(spec_path))
     res = spec["result"]
-    dev = spec["device"]
-    if dev.startswith("cuda") and not os.environ.get("TORCH_CUDA_ARCH_LIST") and torch.cuda.is_available():
-        os.environ["TORCH_CUDA_ARCH_LIST"] = "%d.%d" % torch.cuda.get_device_capability()   # a stable cache key
+    # Before any candidate code: every load_inline in this process, whenever called and however imported
+    # (`from torch.utils.cpp_extension import load_inline` binds it at import), goes through the build cache.
+    cpp_extension.load_inline = cached_load_inline
+    if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(1)   # on a busy small box, OpenMP threads waiting for each other time the scheduler
     try:
+        if spec["device"].startswith("cuda") and not os.environ.get("TORCH_CUDA_ARCH_LIST") and \
+                torch.cuda.is_available():      # the arch of this GPU, explicitly: part of every cache key
+            os.environ["TORCH_CUDA_ARCH_LIST"] = "%d.%d" % torch.cuda.get_device_capability()
         (_child_build if spec["mode"] == "build" else _child_eval)(spec, res)
     except BaseException as e:                            # the harness itself failed (e.g. a dead CUDA context)
         res.update(status="runtime_error", error=_truncate(f"{type(e).__name__}: {e}"), error_type=type(e).__name__)
@@ -889,7 +850,9 @@ def _run_child(mode, res, files, spec, timeout_s, arch, build_root):
             rc = p.wait() if rc is None else rc
         with contextlib.suppress(OSError, ValueError):
             res.update(json.load(open(result_path)))
-        tail = open(log_path, errors="replace").read()[-_ERR_CHARS:]
+        with open(log_path, "rb") as f:                   # a chatty candidate may have written gigabytes
+            f.seek(max(0, os.path.getsize(log_path) - _ERR_CHARS))
+            tail = f.read().decode(errors="replace")
         if timed_out:
             res.update(status="timeout", error_type="Timeout", correct=False, speedup=None, speedup_rounded=None,
                        error=_truncate(f"no result within {timeout_s:.0f} s; log tail:\n{tail}"))
@@ -964,7 +927,7 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, **kw):
     if items:
         timeout = max(600.0, kw.get("timeout_s", 300.0))
         with ThreadPoolExecutor(max(1, min(build_workers or os.cpu_count() or 1, len(items)))) as pool:
-            futures = {pool.submit(_build_child, src, device, arch, build_root, timeout, h == "kernel_eval" and src is None): h
+            futures = {pool.submit(_build_child, src, device, arch, build_root, timeout, src is None): h
                        for h, src in items}
             for i, f in enumerate(as_completed(futures)):
                 h = futures[f]

@@ -365,6 +365,9 @@ if __name__ == "__main__":
     if not allow_degenerate and any(t.get("degenerate") for t in tasks):
         print(f"dropping {sum(bool(t.get('degenerate')) for t in tasks)} degenerate tasks (REFERENCE.md §3)")
         tasks = [t for t in tasks if not t.get("degenerate")]
+    if not tasks:
+        sys.exit(f"error: no tasks left after the selection (levels={levels!r}, split={split!r}, "
+                 f"task_names={task_names!r})")
     tasks.sort(key=lambda t: (t["level"], task_id_of(t["name"]) or 0, t["name"]))
     names = [t["name"] for t in tasks]
     ref = {t["name"]: t["src"] for t in tasks}
@@ -378,7 +381,7 @@ if __name__ == "__main__":
     old = common.read_jsonl(res_path) if os.path.exists(res_path) else []
     other = {r.get("source") for r in old if r["method"] == main_method} - {source}
     if other:
-        sys.exit(f"error: {res_path} holds results of {sorted(other)}; use another --out_dir")
+        sys.exit(f"error: {res_path} holds results of {sorted(other)}; use another --eval_dir")
     done = {(r["task"], r["method"]) for r in old}
     todo = [n for n in names if (n, main_method) not in done]
     print(f"resumed: {len(names) - len(todo)} tasks already measured, {len(todo)} to go")

@@ -30,7 +30,7 @@ import common
 
 # -----------------------------------------------------------------------------
 # config
-kernelbench_dir = os.path.join(common.ROOT, "..", "shared", "kernelbench")
+kernelbench_dir = os.environ.get("KERNELBENCH_DIR") or os.path.join(common.ROOT, "..", "shared", "kernelbench")
 download = False  # fetch KernelBench from GitHub when kernelbench_dir does not exist
 kernelbench_url = "https://github.com/ScalingIntelligence/KernelBench/archive/refs/heads/main.tar.gz"
 levels = "1,2,3"

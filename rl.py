@@ -218,7 +218,7 @@ def completion_logp(model, rows, pad_id, temp):
 
 def run_stage(script, argv, extra=()):
     """Run another stage script as a subprocess with the settings it shares with this one (+ extra args)."""
-    shared = ("--preset", "--gpu", "--out_dir", "--device", "--arch", "--gpu_name", "--build_workers")
+    shared = ("--preset", "--gpu", "--out_dir", "--device", "--arch", "--gpu_name", "--build_workers", "--kernelbench_dir")
     args = [a for a in argv if a.split("=")[0] in shared] + list(extra)
     print(f"$ python {script} {' '.join(args)}", flush=True)
     subprocess.run([sys.executable, os.path.join(common.ROOT, script)] + args, check=True)
