@@ -295,8 +295,7 @@ if __name__ == "__main__":
         if torch.cuda.is_available() and st.get("cuda_rng") is not None:
             torch.cuda.set_rng_state_all(st["cuda_rng"])
         print(f"resumed from {ckpt_dir} at step {step}")
-    amp = torch.autocast("cuda", dtype=getattr(torch, dtype)) if device.startswith("cuda") else torch.autocast(
-        "cpu", enabled=False)
+    amp = torch.autocast("cuda", dtype=getattr(torch, dtype), enabled=device.startswith("cuda") and dtype != "float32")
     print(f"policy {src}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params; "
           f"{len(train_tasks)} tasks; {num_prompts}x{num_generations} samples per step")
 

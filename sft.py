@@ -130,7 +130,7 @@ def train(model, tok, rows, save_dir):
         rng.setstate(st["py_rng"])
         torch.set_rng_state(st["torch_rng"])
         print(f"resumed at iter {it}")
-    amp = torch.autocast("cuda", dtype=getattr(torch, dtype)) if "cuda" in device else torch.autocast("cpu", enabled=False)
+    amp = torch.autocast("cuda", dtype=getattr(torch, dtype), enabled="cuda" in device and dtype != "float32")
 
     def save():
         os.makedirs(save_dir, exist_ok=True)

@@ -38,7 +38,7 @@ num_prompts = 4
 num_generations = 8
 max_completion_length = 1024
 temperature = 1.0
-max_steps = 20
+max_steps = 15
 save_interval = 5
 micro_batch_size = 8
 gen_batch_size = 32
@@ -51,4 +51,4 @@ run_evaluate = True
 # evaluate (the tiny model only knows the contrastive prompt; exemplars from rl.py's database)
 prompt = "contrastive"
 baselines = "eager,compile"
-num_samples = 4
+num_samples = 2
