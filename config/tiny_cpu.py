@@ -38,15 +38,16 @@ dtype = "float32"
 num_prompts = 3
 num_generations = 6
 max_completion_length = 512
-temperature = 1.0
-max_steps = 12
+temperature = 0.8  # fewer mutated (mostly broken, each costing a build) kernels per step
+max_steps = 24
 save_interval = 4
 micro_batch_size = 6
 gen_batch_size = 18
-beta = 0.04  # a k3 KL to the SFT model keeps Adam's per-weight steps from erasing what SFT taught (at beta=0 and
-             # lr=2e-3 the tiny policy collapsed into unparseable text within 5 steps, seen on tiny_cpu)
+beta = 0.1  # a k3 KL to the SFT model keeps Adam's per-weight steps from erasing what SFT taught: at beta=0,
+           # lr=2e-3 the tiny policy collapsed into unparseable text within 5 steps (tiny_cpu), and at beta=0.04,
+           # lr=1e-3 the H200 run drifted into broken kernels (results/tiny/h200/rl_run1_*)
 if _stage == "rl":
-    lr = 1e-3
+    lr = 5e-4
 prepare_if_missing = True
 run_evaluate = True
 # evaluate (the tiny model only knows the contrastive prompt; exemplars from rl.py's database)

@@ -23,9 +23,11 @@ def test_tiny_cpu_pipeline_learns(tmp_path):
     seeds = [json.loads(line) for line in open(out / "seed.jsonl")]
     assert all((s["expect"] == "correct") == s["correct"] for s in seeds), \
         [(s["task"], s["variant"], s["result"]["status"]) for s in seeds if (s["expect"] == "correct") != s["correct"]]
-    # learning: the sampled kernels at the end are faster (failures count as 0) than at step 0
+    # learning: the kernels sampled at the end are faster (failures count as 0) than at the start, measured as a
+    # fraction of each task's best seed kernel (timing noise on a shared CPU moves single steps by ~0.1: compare
+    # means of several steps)
     log = [json.loads(line) for line in open(out / "rl" / "log.jsonl")]
-    first, last = log[0], log[-1]
-    late = sum(h["frac_of_best"] for h in log[-2:]) / 2
-    assert late >= first["frac_of_best"] + 0.15, (first["frac_of_best"], [h["frac_of_best"] for h in log])
-    assert last["speedup_all"] > first["speedup_all"], [h["speedup_all"] for h in log]
+    mean = lambda rows, k: sum(h[k] for h in rows) / len(rows)
+    curve = [round(h["frac_of_best"], 2) for h in log]
+    assert mean(log[-4:], "frac_of_best") >= mean(log[:3], "frac_of_best") + 0.1, curve
+    assert mean(log[-4:], "speedup_all") > mean(log[:3], "speedup_all"), [h["speedup_all"] for h in log]
