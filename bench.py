@@ -965,6 +965,9 @@ def main(argv=None):
     ap.add_argument("--no_static_checks", action="store_true")
     ap.add_argument("--build_root", default=None)
     a = ap.parse_args(argv)
+    for p in (a.task, a.candidate):
+        if not os.path.isfile(p):
+            sys.exit(f"error: no such file: {p}")
     res = evaluate(open(a.task).read(), open(a.candidate).read(), task_name=os.path.basename(a.task)[:-3],
                    device=a.device, arch=a.arch, timeout_s=a.timeout_s, num_correct_trials=a.trials,
                    static_checks=not a.no_static_checks, build_root=a.build_root)

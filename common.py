@@ -23,7 +23,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 
 GPU_PRESETS = {
     # arch: TORCH_CUDA_ARCH_LIST value for nvcc; gpu_name: what the prompt tells the model it is optimising for.
-    # The batch sizes are for a 7B-class policy with full fine-tuning on one 80 GB card; scale with --key=value.
+    # The batch sizes are for the default 1.5B policy (float32 weights and AdamW, bf16 autocast) on one card of
+    # that GPU; scale them with --key=value for other models.
     "a100": dict(device="cuda", arch="8.0", gpu_name="NVIDIA A100", num_prompts=4, num_generations=8, micro_batch_size=1),
     "h100": dict(device="cuda", arch="9.0", gpu_name="NVIDIA H100", num_prompts=4, num_generations=8, micro_batch_size=1),
     "h200": dict(device="cuda", arch="9.0", gpu_name="NVIDIA H200", num_prompts=8, num_generations=8, micro_batch_size=2),
@@ -94,6 +95,14 @@ def configure(g, argv=None):
                 sys.exit(f"error: --{key}={val!r} should be {type(default).__name__}")
         g[key] = parsed
     return {k: v for k, v in g.items() if not k.startswith("_") and isinstance(v, (int, float, bool, str, type(None)))}
+
+
+def check_device(device):
+    """Exit with a one-line error when a stage is asked for CUDA on a machine without a visible CUDA GPU."""
+    import torch
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        sys.exit(f"error: device={device!r} but no CUDA GPU is visible to torch {torch.__version__}; "
+                 "use --device=cpu (or --preset=tiny_cpu), or install a CUDA build of torch")
 
 
 def config_keys(g):

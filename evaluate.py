@@ -38,7 +38,7 @@ Departures, so that nobody compares the wrong numbers:
 Outputs in eval_dir (default out_dir/eval): results.jsonl (a row per (task, method), appended as soon as measured; a rerun skips the rows it
 holds), summary.json, summary.md (the table, also printed), speedup_sorted.png, speedup_vs_baselines.png, and with
 --model samples.jsonl (every completion). E.g. python evaluate.py --kernels=a100.json --gpu=a100 --baselines=eager,
-compile,compile_reduce_overhead,cuda_graph; python evaluate.py --model=out/rl --split=eval --num_samples=4.
+compile,compile_reduce_overhead,cuda_graph; python evaluate.py --model=out/rl/ckpt --split=eval --num_samples=4.
 """
 import glob
 import json
@@ -324,6 +324,9 @@ def run_bench(jobs, **kw):
 
 if __name__ == "__main__":
     config = common.configure(globals())
+    common.check_device(device)
+    if kernels and not os.path.exists(kernels):
+        sys.exit(f"error: kernels file {kernels!r} not found")
     t0 = time.time()
     if bool(kernels) == bool(model):
         sys.exit("error: give exactly one of --kernels=FILE and --model=NAME")
@@ -400,7 +403,10 @@ if __name__ == "__main__":
         top2 = {n: [(e["code"], e["speedup"]) for e in sorted(db.get(n, []), key=lambda e: -e["speedup"])[:2]] for n in todo}
         prompts = [common.stage1_prompt(ref[n], gpu_name) if prompt == "stage1"
                    else common.contrastive_prompt(ref[n], top2[n], gpu_name) for n in todo]
-        lm, tok = common.load_model(model, device=device)
+        try:
+            lm, tok = common.load_model(model, device=device)
+        except RuntimeError as e:
+            sys.exit(f"error: {e}")
         gen = common.generate(lm, tok, prompts, num_samples, max_new_tokens, temperature)
         for i, g in enumerate(tqdm(gen, total=len(prompts) * num_samples, desc="generate")):
             code, err = common.extract_code(g["text"])

@@ -158,6 +158,8 @@ def sft_rows(tasks, seeds, rng):
 
 if __name__ == "__main__":
     common.configure(globals())
+    if variants_dir:
+        common.check_device(device)
     rng = random.Random(seed)
     os.makedirs(out_dir, exist_ok=True)
     if not os.path.isdir(kernelbench_dir):
@@ -183,12 +185,16 @@ if __name__ == "__main__":
         with open(os.path.join(out_dir, "seed.jsonl"), "w") as f:
             for s in seeds:
                 f.write(common.json.dumps(s) + "\n")
+        wrong = [s for s in seeds if (s["expect"] == "correct") != s["correct"]]
+        for s in wrong:
+            print(f"error: {s['task']} {s['variant']} is labelled {s['expect']} but bench.py says "
+                  f"{s['result']['status']}: {s['result']['error'][:300]}")
+        if wrong:  # no db.json / sft.jsonl from a broken measurement: a rerun must measure again
+            sys.exit(f"error: {len(wrong)} of {len(seeds)} seed kernels were not judged as labelled "
+                     f"(results in {out_dir}/seed.jsonl); is the GPU, nvcc and CUDA_HOME set up?")
         db = {t["name"]: [dict(code=s["code"], speedup=s["speedup"], step=-1, source=f"variant:{s['variant']}")
                           for s in seeds if s["task"] == t["name"] and s["correct"]] for t in tasks}
         common.write_json_atomic(os.path.join(out_dir, "db.json"), db)
-        wrong = [s for s in seeds if (s["expect"] == "correct") != s["correct"]]
-        for s in wrong:
-            print(f"warning: {s['task']} {s['variant']} expected {s['expect']} but got {s['result']['status']}")
         rows = sft_rows(tasks, seeds, rng)
         with open(os.path.join(out_dir, "sft.jsonl"), "w") as f:
             for r in rows:

@@ -86,7 +86,9 @@ num_correct_trials = 5
 time_budget_s = 2.0
 timeout_s = 300.0
 build_workers = 0  # 0 = one per CPU core
-# the tiny presets chain the other stages
+# the tiny presets chain the other stages; these two are passed on to prepare.py
+kernelbench_dir = ""  # "" = prepare.py's default ($KERNELBENCH_DIR or ../shared/kernelbench)
+download = False
 prepare_if_missing = False
 run_evaluate = False
 # -----------------------------------------------------------------------------
@@ -218,10 +220,12 @@ def completion_logp(model, rows, pad_id, temp):
 
 def run_stage(script, argv, extra=()):
     """Run another stage script as a subprocess with the settings it shares with this one (+ extra args)."""
-    shared = ("--preset", "--gpu", "--out_dir", "--device", "--arch", "--gpu_name", "--build_workers", "--kernelbench_dir")
+    shared = ("--preset", "--gpu", "--out_dir", "--device", "--arch", "--gpu_name", "--build_workers",
+              "--kernelbench_dir", "--download")
     args = [a for a in argv if a.split("=")[0] in shared] + list(extra)
     print(f"$ python {script} {' '.join(args)}", flush=True)
-    subprocess.run([sys.executable, os.path.join(common.ROOT, script)] + args, check=True)
+    if subprocess.run([sys.executable, os.path.join(common.ROOT, script)] + args).returncode != 0:
+        sys.exit(f"error: {script} failed (its message is above); fix that and run this command again")
 
 
 def plot(history, path):
@@ -235,8 +239,9 @@ def plot(history, path):
     ax[0].plot(steps, [h["speedup_mean"] for h in history], label="mean speedup of correct kernels")
     ax[0].set_xlabel("step"); ax[0].set_ylabel("x"); ax[0].legend(fontsize=7)
     ax[1].plot(steps, [h["frac_of_best"] for h in history])
-    ax[1].set_xlabel("step"); ax[1].set_ylabel("speedup / best seed kernel's"); ax[1].set_ylim(0, 1.1)
-    for k in ("ok", "compile_error", "incorrect", "format_error"):
+    ax[1].set_xlabel("step"); ax[1].set_ylabel("speedup / best seed kernel's")
+    ax[1].set_ylim(0, max(1.1, max(h["frac_of_best"] for h in history) * 1.05))
+    for k in ("ok", "compile_error", "incorrect", "crash", "hack", "format_error"):
         ax[2].plot(steps, [h[k] for h in history], label=k)
     ax[2].set_xlabel("step"); ax[2].set_ylabel("fraction of samples"); ax[2].legend(fontsize=7)
     fig.tight_layout()
@@ -247,6 +252,7 @@ def plot(history, path):
 if __name__ == "__main__":
     import bench
     common.configure(globals())
+    common.check_device(device)
     argv = sys.argv[1:]
     rl_dir = os.path.join(out_dir, "rl")
     if prepare_if_missing and not os.path.exists(os.path.join(out_dir, "db.json")):
@@ -257,6 +263,8 @@ if __name__ == "__main__":
     rng = random.Random(seed)
     torch.manual_seed(seed)
 
+    if not os.path.exists(os.path.join(out_dir, "tasks.jsonl")):
+        sys.exit(f"error: no task set {out_dir}/tasks.jsonl: run prepare.py first (or give --out_dir)")
     tasks = {t["name"]: t for t in common.read_jsonl(os.path.join(out_dir, "tasks.jsonl"))}
     train_tasks = sorted(n for n, t in tasks.items() if split == "all" or t["split"] == split)
     assert train_tasks, f"no tasks with split={split!r} in {out_dir}/tasks.jsonl"

@@ -169,7 +169,8 @@ def train(model, tok, rows, save_dir):
             if it % log_interval == 0 or it == max_iters:
                 v = val_loss() if (it % eval_interval == 0 or it == max_iters) else float("nan")
                 history.append((it, total, v))
-                print(f"iter {it:5d} | loss {total:.4f} | val {v:.4f} | lr {lr_at(it):.2e} | {time.time() - t0:.0f}s")
+                vs = f" | val {v:.4f}" if v == v else ""  # only on evaluation iterations (and with a val set)
+                print(f"iter {it:5d} | loss {total:.4f}{vs} | lr {lr_at(it):.2e} | {time.time() - t0:.0f}s")
     except KeyboardInterrupt:
         print("interrupted: saving a checkpoint (resume with --resume)")
         save()
@@ -180,7 +181,10 @@ def train(model, tok, rows, save_dir):
 
 if __name__ == "__main__":
     common.configure(globals())
+    common.check_device(device)
     data = data or os.path.join(out_dir, "sft.jsonl")
+    if not os.path.exists(data):
+        raise SystemExit(f"error: no SFT data {data!r}: run prepare.py first or give --data=FILE.jsonl")
     rows = common.read_jsonl(data)
     assert rows and all("prompt" in r and "response" in r for r in rows), f"{data}: rows need 'prompt' and 'response'"
     save_dir = os.path.join(out_dir, "sft")
