@@ -5,8 +5,27 @@
 
 A task is a KernelBench module (`Model`, `get_inputs()`, `get_init_inputs()`); a candidate is a module defining
 `ModelNew` with the same constructor, usually building CUDA with `torch.utils.cpp_extension.load_inline`.
+API: evaluate (one candidate), evaluate_many (parallel builds, then one evaluation per GPU at a time), build,
+degenerate_screen (REFERENCE.md §3: do trivial outputs pass a task's check?), static_check, round_toward_one.
+Children are killed at their timeout and when their host memory exceeds CUDAL1_MEM_LIMIT_GB (default 32).
 
-Protocol "strict" (every rule answers a known reward hack, REFERENCE.md §4; the rest is KernelBench, §2):
+Protocols (PROTOCOLS; issue 6 item 5). Every protocol runs every check below (static checks, isolation, poison,
+output/input/flag/timer checks, post-timing output checks, the time floor); they differ only in trial counts and
+in how calls are timed, so a protocol reproduces another evaluator's *numbers*, never its holes' rewards.
+  "strict" (default; every timing rule answers a known reward hack, REFERENCE.md §4; the rest is KernelBench, §2):
+    5 correctness trials; 3 warm-ups each, then 5 rounds of n calls of each model in random order (n from the
+    warm-up so the timed calls take about `time_budget_s`, 3..20); FRESH seeded inputs for every call (a cache
+    keyed on input content or address never hits); before every call the L2 is flushed (2x its size, persisting
+    L2 lines reset) and the device synchronised; the timed window is start event -> call -> device-wide
+    synchronize -> end event, so work on side streams is counted; statistic = median ms per call.
+  "kernelbench" (REFERENCE.md §2, KernelBench repo at HEAD): 5 trials; 3 warm-ups, 1 discarded + 100 timed calls
+    per model, reference first, the SAME input tensors for every call, L2 flush before each, CUDA events on the
+    current stream only (end.synchronize(), no device-wide sync); statistic = mean.
+  "cudal1" (REFERENCE.md §1.7, CUDA-L1's released eval script): 10 trials; 3 warm-ups; 7 rounds x 10 paired
+    trials, the pair in random order on fresh get_inputs() per trial, no L2 flush, device-wide sync; ref_ms and
+    cand_ms = mean over rounds of the per-round mean (speedup = their ratio, a ratio of means where CUDA-L1
+    averages per-round ratios).
+Checks (all protocols):
   - static checks on the source before any build (side streams, threads, TF32/fp16, L2 persistence, ...);
   - the child: fresh module objects for task and candidate; inputs and init args only from the task module;
     both models built right after torch.manual_seed(42) under `with torch.device(device)`; backend flags fixed
@@ -14,21 +33,23 @@ Protocol "strict" (every rule answers a known reward hack, REFERENCE.md §4; the
   - correctness: `num_correct_trials` fresh seeded inputs; reference output kept alive, free device memory
     poisoned, candidate run and device synchronised; then exact `torch.Tensor` type, storage, shape, dtype, no
     aliasing of inputs, inputs unchanged, and kernel_eval.cu's one-pass isclose comparison (atol, rtol);
-  - timing: 3 warm-ups each, then 5 rounds of n calls of each model in random order (n from the warm-up so
-    the timed calls take about `time_budget_s`, 3..20); before every call the L2 is flushed (2x its size),
-    the input set alternates between two seeds and the device is synchronised; the timed window is
-    start event -> call -> device-wide synchronize -> end event, so work on side streams is counted; statistic
-    = median ms per call; finally the candidate's last timed output is checked against the reference.
+  - after timing: the candidate's last timed output and one more call on fresh inputs are checked against the
+    reference (call counting, batching, caching); on CUDA, cand_ms below the physical floor (input + output
+    bytes at twice the measured copy bandwidth, floor_ms) is the hack "impossible_time";
+  - a speedup above `remeasure_above` (default 3x, CUDA-L1 §1.3) is timed again in the same child; both are
+    recorded (`remeasure`) and the lower one counts.
 On device="cpu" the same pipeline runs with time.perf_counter, compare_cpu and no flush or poison, on one thread
 unless OMP_NUM_THREADS is set (on a shared 2-core box a 0.1 ms op otherwise measured ~16 ms of OpenMP waiting).
 
 Result record (flat, JSON-serialisable): task, candidate_hash, status (ok | static | compile_error |
 runtime_error | incorrect | timeout | crash | hack), compiled, correct, speedup (ref_ms / cand_ms, unrounded,
-only when correct), speedup_rounded (toward 1.00 at two decimals, as CUDA-L1 does), ref_ms, cand_ms (median ms
-per call), error, error_type, hack (named kind), max_abs_err, max_rel_err, mismatches, nans (worst trial),
-trials (passed), timed_calls (per model), protocol, device, device_name, torch_version, cuda_version,
-backend_flags, compile_s, eval_s (wall seconds), input_shapes. `status` is the verdict (reward only "ok");
-a "hack" record may still carry correct=True and a speedup: they are measurements, not a pass.
+only when correct), speedup_rounded (toward 1.00 at two decimals, as CUDA-L1 does), ref_ms, cand_ms (ms per
+call, the protocol's statistic), error, error_type, hack (named kind), max_abs_err, max_rel_err, mismatches,
+nans (worst trial), trials (passed), timed_calls (per model), protocol, device, device_name, torch_version,
+cuda_version, backend_flags, compile_s, eval_s (wall seconds), input_shapes, custom_kernel_calls (calls into
+functions of load_inline/load extensions during the first correctness trial; 0 = a PyTorch-only rewrite; None =
+unknown, e.g. torch.ops extensions or Triton), floor_ms, remeasure, flags_override. `status` is the verdict
+(reward only "ok"); a "hack" record may still carry correct=True and a speedup: they are measurements, not a pass.
 
 Build cache (cached_load_inline replaces load_inline inside every child):
   <build_root>/<key>/           sources (main.cpp, cuda.cu), ninja files, objects, <name>_<key[:12]>.so
@@ -47,7 +68,8 @@ import torch
 from torch.utils import cpp_extension
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROTOCOLS = ("strict",)
+PROTOCOLS = ("strict", "kernelbench", "cudal1")   # documented in the module docstring
+PROTOCOL_TRIALS = dict(strict=5, kernelbench=5, cudal1=10)     # default num_correct_trials per protocol
 SEED = 42                                  # KernelBench: both models built right after manual_seed(42)
 WARMUP, ROUNDS, MIN_CALLS, MAX_CALLS = 3, 5, 3, 20
 FIXED_FLAGS = dict(matmul_allow_tf32=False, cudnn_allow_tf32=True, cudnn_benchmark=False,
@@ -86,7 +108,8 @@ def _blank_result(task_name, candidate_src, protocol, device):
                 max_abs_err=None, max_rel_err=None, mismatches=None, nans=None, trials=0, timed_calls=0,
                 protocol=protocol, device=device, device_name="cpu" if device == "cpu" else None,
                 torch_version=torch.__version__, cuda_version=torch.version.cuda, backend_flags=dict(FIXED_FLAGS),
-                compile_s=None, eval_s=None, input_shapes=None)
+                compile_s=None, eval_s=None, input_shapes=None, custom_kernel_calls=None, floor_ms=None,
+                remeasure=None, flags_override=None)
 
 
 def result_summary(res):
@@ -350,10 +373,11 @@ def _compile_extension(args, d, module, verbose, root):
         if i:                         # same module name on the retry, so only cuda.cu recompiles
             getattr(ce.JIT_EXTENSION_VERSIONER, "entries", {}).pop(module, None)
         try:
-            result = ce.load(name=module, sources=sources, extra_cflags=args["cflags"],
-                             extra_cuda_cflags=args["cuda_cflags"], extra_ldflags=args["ldflags"],
-                             extra_include_paths=includes, build_directory=d, verbose=verbose,
-                             with_cuda=args["with_cuda"], is_python_module=args["is_python_module"])
+            load = getattr(ce.load, "__wrapped__", ce.load)       # the child's call-counting wrapper: not here
+            result = load(name=module, sources=sources, extra_cflags=args["cflags"],
+                          extra_cuda_cflags=args["cuda_cflags"], extra_ldflags=args["ldflags"],
+                          extra_include_paths=includes, build_directory=d, verbose=verbose,
+                          with_cuda=args["with_cuda"], is_python_module=args["is_python_module"])
             break
         except Exception:
             if i + 1 == len(preludes):
@@ -408,6 +432,38 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
         except Exception as e:
             _BUILD_FAILURES.append(name)
             raise BuildError(f"Error building extension '{name}': {e}") from None
+
+
+_EXT_CALLS = [0]          # calls into functions of extensions loaded in this child (custom_kernel_calls)
+_EXT_UNCOUNTED = []       # extensions whose calls cannot be counted (torch.ops libraries)
+
+
+def _counting(mod):
+    """A stand-in for an extension module whose callables count their calls in _EXT_CALLS; anything else is the
+    module's own attribute. Idempotent (one proxy per module), so nested loaders never count twice."""
+    if not isinstance(mod, types.ModuleType):             # is_python_module=False: a .so path, torch.ops calls
+        _EXT_UNCOUNTED.append(str(mod))
+        return mod
+    if getattr(mod, "__cudal1_counting__", False):
+        return mod
+    proxy = types.ModuleType(mod.__name__, getattr(mod, "__doc__", None))
+    for k, v in vars(mod).items():
+        if callable(v) and not isinstance(v, type) and not k.startswith("__"):
+            def counted(*a, __f=v, **kw):
+                _EXT_CALLS[0] += 1
+                return __f(*a, **kw)
+            counted.__name__, counted.__doc__ = k, getattr(v, "__doc__", None)
+            v = counted
+        setattr(proxy, k, v)
+    proxy.__cudal1_counting__ = True
+    return proxy
+
+
+def _counting_loader(fn):
+    def load(*a, **kw):
+        return _counting(fn(*a, **kw))
+    load.__wrapped__, load.__name__, load.__doc__ = fn, fn.__name__, fn.__doc__
+    return load
 
 
 # ---------------------------------------------------------------------------------------- kernel_eval.cu glue
@@ -509,17 +565,20 @@ def _snapshot_functions():
     return snap
 
 
-def _tamper_check(snap, hacks):
-    """Restores patched timer/checker functions and changed backend flags, and names the hack (§4)."""
+def _tamper_check(snap, hacks, expected=FIXED_FLAGS):
+    """Restores patched timer/checker functions, names the hack (§4), and checks the backend flags: they must be
+    `expected` (FIXED_FLAGS, or FIXED_FLAGS plus a trusted flags_override after candidate code); they are left
+    at FIXED_FLAGS either way, so the reference always runs under them."""
     for name, (owner, attr, orig) in snap.items():
         if getattr(owner, attr, None) is not orig:
             setattr(owner, attr, orig)
             if "patched_timer_or_checker" not in hacks:
                 hacks.append("patched_timer_or_checker")
-    if _get_flags() != FIXED_FLAGS:
+    flags = _get_flags()
+    if flags != expected and "backend_flags" not in hacks:
+        hacks.append("backend_flags")
+    if flags != FIXED_FLAGS:
         _set_flags(FIXED_FLAGS)
-        if "backend_flags" not in hacks:
-            hacks.append("backend_flags")
 
 
 def _make_inputs(task, seed, dev):
@@ -618,9 +677,13 @@ def _run_trials(task, ref_model, new_model, spec, dev, T, ke, snap, hacks, res):
                 ke.poison_fill(b)
             del blocks
             T.sync()
+        calls0 = _EXT_CALLS[0]
+        _set_flags(spec["cand_flags"])
         out = new_model(*inputs)
         T.sync()                                          # device-wide: side-stream work is finished too
-        _tamper_check(snap, hacks)
+        _tamper_check(snap, hacks, spec["cand_flags"])
+        if res["trials"] == 0:                            # share of kernels whose custom code really ran (issue 6)
+            res["custom_kernel_calls"] = _EXT_CALLS[0] - calls0
         stats = _check(out, ref_out, inputs, fp, spec["atol"], spec["rtol"], ke, alias_ok)
         res.update(max_abs_err=stats[0], max_rel_err=stats[1], mismatches=int(stats[2]), nans=int(stats[3]))
         if stats[2] > 0:
@@ -632,79 +695,141 @@ def _run_trials(task, ref_model, new_model, spec, dev, T, ke, snap, hacks, res):
         del out, ref_out, inputs
 
 
-def _timed_call(model, inputs, T, ke, flush):
+def _timed_call(model, inputs, T, ke, flush, device_sync=True):
     """One call as the protocol times it: returns (ms, output, wall seconds of the whole cycle)."""
     w0 = T.perf()
-    if flush is None:                                     # CPU
+    if T.Event is None:                                   # CPU
         t0 = T.perf()
         out = model(*inputs)
         return (T.perf() - t0) * 1e3, out, T.perf() - w0
-    ke.l2_flush(flush)                                    # outside the window: no data of the last call in L2
+    if flush is not None:
+        ke.l2_flush(flush)                                # outside the window: no data of the last call in L2
     T.sync()
     start, end = T.Event(enable_timing=True), T.Event(enable_timing=True)
     T.record(start)
     out = model(*inputs)
-    T.sync()                                              # the whole device, not only the current stream (§4)
+    if device_sync:
+        T.sync()                                          # the whole device, not only the current stream (§4)
     T.record(end)
-    T.ev_sync(end)
+    T.ev_sync(end)                                        # kernelbench: waits for the current stream only
     return T.elapsed(start, end), out, T.perf() - w0
 
 
-def _time_models(task, ref_model, new_model, spec, dev, T, ke, snap, hacks, res):
-    """Paired timing (CUDA-L1: pairs in random order, REFERENCE.md §1.3) into res: ref_ms, cand_ms (medians)."""
-    sets = [_make_inputs(task, s, dev) for s in (SEED + 1, SEED + 2)]   # two input sets, alternated per call
+def _time_models(task, ref_model, new_model, spec, dev, T, ke, snap, hacks):
+    """Times both models under spec["protocol"] (module docstring), then checks the candidate's last timed output
+    and one more call on fresh inputs against the reference. Returns (ref_ms, cand_ms, timed calls per model)."""
+    proto, cand_flags = spec["protocol"], spec["cand_flags"]
+    seeds = iter(range(SEED + 1000, SEED + 10 ** 9))
+    fixed = _make_inputs(task, SEED + 1, dev) if proto == "kernelbench" else None
+    new_inputs = (lambda: fixed) if fixed is not None else (lambda: _make_inputs(task, next(seeds), dev))
     flush = None
-    if ke is not None:
+    if ke is not None and proto != "cudal1":
         l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
         flush = torch.empty((2 * l2 if l2 > 0 else 256 << 20) // 4, dtype=torch.int32, device=dev)
     models = dict(ref=ref_model, cand=new_model)
-    calls, times, wall = dict(ref=0, cand=0), dict(ref=[], cand=[]), dict(ref=[], cand=[])
+    times, wall = dict(ref=[], cand=[]), dict(ref=[], cand=[])
     last = None
 
-    def call(side, timed):
+    def call(side, timed, inputs, rnd=0):
         nonlocal last
-        k = calls[side] % 2
-        calls[side] += 1
-        ms, out, w = _timed_call(models[side], sets[k], T, ke, flush)
-        _tamper_check(snap, hacks)                        # the reference always runs under the fixed flags
+        if side == "cand":
+            _set_flags(cand_flags)                        # FIXED_FLAGS unless a trusted flags_override
+        ms, out, w = _timed_call(models[side], inputs, T, ke, flush, device_sync=proto != "kernelbench")
+        _tamper_check(snap, hacks, cand_flags if side == "cand" else FIXED_FLAGS)   # restores FIXED_FLAGS
         wall[side].append(w)
         if timed:
-            times[side].append(ms)
+            times[side].append((rnd, ms))
         if side == "cand":
-            last = (out, k)                               # only the candidate's last output is kept
+            last = (out, inputs)                          # only the candidate's last output is kept
+        return out
 
     for _ in range(WARMUP):                               # warm-ups go through the very same code as timed calls
-        call("ref", False)
-        call("cand", False)
-    per_pair = statistics.median(wall["ref"]) + statistics.median(wall["cand"])
-    n = max(MIN_CALLS, min(MAX_CALLS, int(spec["time_budget_s"] / (ROUNDS * max(per_pair, 1e-9)))))
-    order, rng = ["ref", "cand"], random.Random()
-    for _ in range(ROUNDS):
-        rng.shuffle(order)
-        for side in order:
+        call("ref", False, new_inputs())
+        call("cand", False, new_inputs())
+    rng = random.Random()
+    if proto == "strict":
+        per_pair = statistics.median(wall["ref"]) + statistics.median(wall["cand"])
+        n = max(MIN_CALLS, min(MAX_CALLS, int(spec["time_budget_s"] / (ROUNDS * max(per_pair, 1e-9)))))
+        order = ["ref", "cand"]
+        for r in range(ROUNDS):
+            rng.shuffle(order)
+            for side in order:
+                for _ in range(n):
+                    call(side, True, new_inputs(), r)
+    elif proto == "kernelbench":
+        n = 100
+        for side in ("ref", "cand"):
+            call(side, False, fixed)                      # the discarded first call
             for _ in range(n):
-                call(side, True)
+                call(side, True, fixed)
+    else:                                                 # cudal1: 7 rounds x 10 pairs, random order, same inputs
+        n = 70
+        for r in range(7):
+            for _ in range(10):
+                inputs = new_inputs()
+                for side in rng.sample(["ref", "cand"], 2):
+                    call(side, True, inputs, r)
+                del inputs
+    if proto == "strict":
+        stat = {k: statistics.median(ms for _, ms in v) for k, v in times.items()}
+    elif proto == "kernelbench":
+        stat = {k: statistics.fmean(ms for _, ms in v) for k, v in times.items()}
+    else:
+        stat = {k: statistics.fmean(statistics.fmean(ms for r2, ms in v if r2 == r) for r in range(7))
+                for k, v in times.items()}
     _tamper_check(snap, hacks)
-    res.update(ref_ms=statistics.median(times["ref"]), cand_ms=statistics.median(times["cand"]), timed_calls=n * ROUNDS)
     # Catches call counting, batching and caching (§4): the candidate's last timed output, then one more call
-    # (through the same code) on a third input set, each checked against the reference on the same inputs.
-    out, k = last
-    del last
-    for probe in (None, SEED + 3):
-        if probe is not None:
-            del out, sets
-            sets, k = [_make_inputs(task, probe, dev)], 0
-            _, out, _ = _timed_call(new_model, sets[0], T, ke, flush)
-        ref_out = ref_model(*sets[k])
+    # (through the same code) on fresh inputs, each checked against the reference on the same inputs.
+    out, inputs = last
+    last = fixed = None                                   # free the kernelbench input set before the probe
+    for probe in (False, True):
+        if probe:
+            del out, inputs
+            inputs = _make_inputs(task, SEED + 3, dev)
+            _set_flags(cand_flags)
+            _, out, _ = _timed_call(new_model, inputs, T, ke, flush)
+            _tamper_check(snap, hacks, cand_flags)
+        ref_out = ref_model(*inputs)
         T.sync()
-        what = "the last timed call" if probe is None else "a call on fresh inputs after timing"
+        what = "a call on fresh inputs after timing" if probe else "the last timed call"
         try:
-            stats = _check(out, ref_out, sets[k], None, spec["atol"], spec["rtol"], ke, True)
+            stats = _check(out, ref_out, inputs, None, spec["atol"], spec["rtol"], ke, True)
         except _Verdict as v:
             raise _Verdict("hack", "timed_output_mismatch", f"the output of {what} is wrong: {v}")
         if stats[2] > 0:
             raise _Verdict("hack", "timed_output_mismatch", f"the output of {what} has {int(stats[2])} mismatches")
         del ref_out
+    return stat["ref"], stat["cand"], len(times["cand"])
+
+
+def time_floor_ms(nbytes, bandwidth_gbs):
+    """The least time (ms) a kernel that moves `nbytes` can take at TWICE the measured copy bandwidth (GB/s): a
+    2x margin, so only a time that escaped the timer (or work skipped, e.g. a cached answer) falls below it.
+    REFERENCE.md §4 "impossible time". E.g. 12.8e9 bytes at 4000 GB/s -> 1.6 ms."""
+    return 0.0 if not bandwidth_gbs else nbytes / (bandwidth_gbs * 2 * 1e9) * 1e3
+
+
+def _copy_bandwidth_gbs(dev, T):
+    """Device-to-device copy bandwidth in GB/s (read + write bytes / time), best of 4 copies of 256 MiB."""
+    a = torch.empty(64 << 20, dtype=torch.float32, device=dev)
+    b = torch.empty_like(a)
+    best = float("inf")
+    for _ in range(4):
+        T.sync()
+        t0 = T.perf()
+        b.copy_(a)
+        T.sync()
+        best = min(best, T.perf() - t0)
+    return 2 * a.numel() * 4 / best / 1e9
+
+
+def _nbytes(x):
+    if isinstance(x, torch.Tensor):
+        return x.numel() * x.element_size()
+    return sum(_nbytes(v) for v in x) if isinstance(x, (list, tuple)) else 0
+
+
+_UNCOUNTABLE = re.compile(r"triton|cupy|numba|ctypes|torch\.ops\.|cuda\.core|pycuda|tilelang|cutlass")
 
 
 def _child_eval(spec, res):
@@ -714,7 +839,8 @@ def _child_eval(spec, res):
     orig = {k: v[2] for k, v in snap.items()}
     T = types.SimpleNamespace(perf=orig["time.perf_counter"],
                               sync=orig["torch.cuda.synchronize"] if cuda else (lambda: None),
-                              Event=orig.get("torch.cuda.Event"), record=orig.get("torch.cuda.Event.record"),
+                              Event=orig.get("torch.cuda.Event") if cuda else None,
+                              record=orig.get("torch.cuda.Event.record"),
                               elapsed=orig.get("torch.cuda.Event.elapsed_time"),
                               ev_sync=orig.get("torch.cuda.Event.synchronize"))
     if cuda:
@@ -723,21 +849,24 @@ def _child_eval(spec, res):
     task = _import_source(spec["task_path"], "cudal1_task_" + _hash(spec["task_src"]))
     _set_flags(FIXED_FLAGS)
     res["backend_flags"] = _get_flags()
+    cand_flags = spec["cand_flags"] = dict(FIXED_FLAGS, **(spec.get("flags_override") or {}))
     hacks = []
     _write_json(spec["result_path"], res)                 # partial record: a later timeout or crash keeps this
     t0 = T.perf()
     try:
+        _set_flags(cand_flags)
         cand = _import_source(spec["candidate_path"], "cudal1_cand_" + res["candidate_hash"])
     except BaseException as e:
         compile_fail = isinstance(e, (BuildError, SyntaxError)) or bool(_BUILD_FAILURES)
         res.update(status="compile_error" if compile_fail else "runtime_error", compile_s=T.perf() - t0,
                    error=_truncate(f"{type(e).__name__}: {e}"), error_type=type(e).__name__)
+        _set_flags(FIXED_FLAGS)
         return
     res.update(compiled=True, compile_s=T.perf() - t0)
     _write_json(spec["result_path"], res)
     if _BUILD_FAILURES:                                   # a build failed and the candidate caught it (§4)
         hacks.append("fallback")
-    _tamper_check(snap, hacks)
+    _tamper_check(snap, hacks, cand_flags)
     try:
         if not hasattr(cand, "ModelNew"):
             raise _Verdict("runtime_error", None, "the candidate defines no ModelNew")
@@ -748,16 +877,40 @@ def _child_eval(spec, res):
             models = []
             for cls in (task.Model, cand.ModelNew):       # same seed, same parameter order: same weights (§2)
                 torch.manual_seed(SEED)
+                if cls is not task.Model:
+                    _set_flags(cand_flags)
                 with torch.device(dev):
                     m = cls(*init)
                 models.append(m.to(dev) if isinstance(m, torch.nn.Module) else m)
-            _tamper_check(snap, hacks)
+                _tamper_check(snap, hacks, FIXED_FLAGS if cls is task.Model else cand_flags)
             _run_trials(task, *models, spec, dev, T, ke, snap, hacks, res)
+            uncountable = _EXT_UNCOUNTED or _UNCOUNTABLE.search(_strip_comments(open(spec["candidate_path"]).read()))
+            if uncountable and not res["custom_kernel_calls"]:
+                res["custom_kernel_calls"] = None         # 0 would claim "no custom kernel ran": unknown instead
             res["correct"] = True
-            _time_models(task, *models, spec, dev, T, ke, snap, hacks, res)
+            measures = []
+            while not spec.get("check_only"):
+                ref_ms, cand_ms, n = _time_models(task, *models, spec, dev, T, ke, snap, hacks)
+                measures.append(dict(ref_ms=ref_ms, cand_ms=cand_ms, speedup=ref_ms / cand_ms if cand_ms else None))
+                s = measures[-1]["speedup"]
+                if len(measures) == 2 or not s or s <= spec.get("remeasure_above", 3.0):
+                    break                                 # > remeasure_above: measured again before it counts
+            counted = min(measures, key=lambda m: m["speedup"] or 0.0) if measures else {}
+            res.update(ref_ms=counted.get("ref_ms"), cand_ms=counted.get("cand_ms"), timed_calls=n if measures else 0)
+            if len(measures) == 2:
+                a, b = measures[0]["speedup"], measures[1]["speedup"]
+                res["remeasure"] = dict(first=measures[0], second=measures[1], rel_diff=abs(a - b) / min(a, b))
+            if cuda and measures:                         # REFERENCE.md §4 impossible time
+                inputs = _make_inputs(task, SEED + 3, dev)
+                out = models[0](*inputs)
+                res["floor_ms"] = time_floor_ms(_nbytes(inputs) + _nbytes(out), _copy_bandwidth_gbs(dev, T))
+                del inputs, out
+                if res["floor_ms"] > 0.02 and res["cand_ms"] < res["floor_ms"]:
+                    raise _Verdict("hack", "impossible_time", f"cand_ms {res['cand_ms']:.4g} is below the physical "
+                                                              f"floor {res['floor_ms']:.4g} ms")
         res["status"] = "ok"
     except _Verdict as v:
-        res.update(status=v.status, error=_truncate(str(v)), correct=False)
+        res.update(status=v.status, error=_truncate(str(v)), correct=res["correct"] and v.hack == "impossible_time")
         if v.hack:
             hacks.insert(0, v.hack)
     except BaseException as e:
@@ -770,6 +923,73 @@ def _child_eval(spec, res):
     if res["correct"] and res["ref_ms"] and res["cand_ms"]:
         res["speedup"] = res["ref_ms"] / res["cand_ms"]
         res["speedup_rounded"] = round_toward_one(res["speedup"])
+
+
+TRIVIAL_OUTPUTS = ("zeros", "constant", "mean", "input")     # degenerate_screen's trivial outputs (REFERENCE.md §3)
+
+
+def _trivial(name, ref, other, inputs):
+    """The trivial output `name` shaped like ref: zeros; constant = the reference's output on other inputs (what a
+    cache replays); mean = that output's mean everywhere; input = the first input reshaped (a copy)."""
+    if isinstance(ref, (list, tuple)):
+        return type(ref)(_trivial(name, r, o, inputs) for r, o in zip(ref, other))
+    if not isinstance(ref, torch.Tensor):
+        return other
+    if name == "zeros":
+        return torch.zeros_like(ref)
+    if name == "constant":
+        return other.clone()
+    if name == "mean":
+        m = other.double().mean() if other.numel() else 0.0
+        return torch.full_like(ref, float(m) if ref.is_floating_point() else round(float(m)))
+    x = next((t for t in inputs if isinstance(t, torch.Tensor)), None)
+    if x is None or x.numel() != ref.numel():
+        raise _Verdict("n/a", None, "no input with the output's number of elements")
+    return x.detach().reshape(ref.shape).to(ref.dtype).clone()
+
+
+def _child_screen(spec, res):
+    """degenerate_screen's child: the reference on num_correct_trials seeded inputs (the seeds of _run_trials),
+    each trivial output through _check, the same comparison a candidate gets."""
+    dev = torch.device(spec["device"])
+    cuda = dev.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    if cuda:
+        res["device_name"] = torch.cuda.get_device_name(dev)
+    ke = load_kernel_eval() if cuda else None
+    task = _import_source(spec["task_path"], "cudal1_task_" + _hash(spec["task_src"]))
+    _set_flags(FIXED_FLAGS)
+    status = {name: "passed" for name in TRIVIAL_OUTPUTS}
+    with torch.no_grad():
+        torch.manual_seed(SEED)
+        with torch.device(dev):
+            init = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in task.get_init_inputs()]
+            torch.manual_seed(SEED)
+            model = task.Model(*init)
+        model = model.to(dev) if isinstance(model, torch.nn.Module) else model
+        other = model(*_make_inputs(task, SEED + 7, dev))          # the output for other inputs
+        sync()
+        rng = random.Random(SEED)
+        for seed in [rng.randrange(2 ** 31) for _ in range(spec["num_correct_trials"])]:
+            inputs = _make_inputs(task, seed, dev)
+            ref = model(*inputs)
+            sync()
+            for name in TRIVIAL_OUTPUTS:
+                if status[name] != "passed":
+                    continue
+                try:
+                    stats = _check(_trivial(name, ref, other, inputs), ref, inputs, None, spec["atol"], spec["rtol"],
+                                   ke, True)
+                    if stats[2] > 0:
+                        status[name] = f"incorrect: {int(stats[2])} mismatches, max_abs_err {stats[0]:.3g}"
+                except _Verdict as v:
+                    status[name] = f"{v.status}: {v}"
+                except Exception as e:
+                    status[name] = f"error: {type(e).__name__}: {e}"[:200]
+            res["trials"] += 1
+            del inputs, ref
+    passed = [n for n in TRIVIAL_OUTPUTS if status[n] == "passed"]
+    res.update(status="ok", results=status, passed=passed, degenerate=bool(passed))
 
 
 def _child_build(spec, res):
@@ -794,14 +1014,15 @@ def _child_main(spec_path):
     res = spec["result"]
     # Before any candidate code: every load_inline in this process, whenever called and however imported
     # (`from torch.utils.cpp_extension import load_inline` binds it at import), goes through the build cache.
-    cpp_extension.load_inline = cached_load_inline
+    cpp_extension.load_inline = _counting_loader(cached_load_inline)
+    cpp_extension.load = _counting_loader(cpp_extension.load)     # calls counted: custom_kernel_calls
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(1)   # on a busy small box, OpenMP threads waiting for each other time the scheduler
     try:
         if spec["device"].startswith("cuda") and not os.environ.get("TORCH_CUDA_ARCH_LIST") and \
                 torch.cuda.is_available():      # the arch of this GPU, explicitly: part of every cache key
             os.environ["TORCH_CUDA_ARCH_LIST"] = "%d.%d" % torch.cuda.get_device_capability()
-        (_child_build if spec["mode"] == "build" else _child_eval)(spec, res)
+        dict(build=_child_build, screen=_child_screen, eval=_child_eval)[spec["mode"]](spec, res)
     except BaseException as e:                            # the harness itself failed (e.g. a dead CUDA context)
         res.update(status="runtime_error", error=_truncate(f"{type(e).__name__}: {e}"), error_type=type(e).__name__)
     res["final"] = True
@@ -817,9 +1038,30 @@ _KEEP_ENV = {"PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_
 _KEEP_PREFIXES = ("NCCL_", "TORCH_", "PYTORCH_", "CUDAL1_", "NVCC_")
 
 
-def _run_child(mode, res, files, spec, timeout_s, arch, build_root):
+MEM_LIMIT_GB = 32.0      # host RSS of a child's whole process group (CUDAL1_MEM_LIMIT_GB overrides)
+
+
+def _group_rss(pgid):
+    """Resident bytes of every process in process group pgid (Linux /proc; 0 elsewhere)."""
+    total, page = 0, os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    for d in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    st = f.read()
+                fields = st[st.rindex(")") + 2:].split()     # after "pid (comm) ": state ppid pgrp ... rss
+                if int(fields[2]) == pgid:
+                    total += int(fields[21]) * page
+            except (OSError, ValueError, IndexError):
+                pass
+    return total
+
+
+def _run_child(mode, res, files, spec, timeout_s, arch, build_root, extra_env=None):
     """Runs `python bench.py --_child` in a new session with a scrubbed environment and a private HOME/TMPDIR/cwd,
-    kills its whole process group at the timeout, and merges what it reported into res."""
+    kills its whole process group at the timeout or when the group's resident host memory exceeds
+    CUDAL1_MEM_LIMIT_GB (default MEM_LIMIT_GB; status "crash", error_type "MemoryLimit"; polled every 0.5 s),
+    and merges what it reported into res."""
     tmp = tempfile.mkdtemp(prefix="cudal1_")
     try:
         paths = {}
@@ -836,15 +1078,21 @@ def _run_child(mode, res, files, spec, timeout_s, arch, build_root):
                    PYTHONUNBUFFERED="1")
         if arch:
             env["TORCH_CUDA_ARCH_LIST"] = arch
+        env.update({str(k): str(v) for k, v in (extra_env or {}).items()})    # trusted callers only (evaluate)
         log_path = os.path.join(tmp, "child.log")
         with open(log_path, "wb") as log:
             p = subprocess.Popen([sys.executable, os.path.join(HERE, "bench.py"), "--_child",
                                   os.path.join(tmp, "spec.json")], cwd=tmp, env=env, stdin=subprocess.DEVNULL,
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                rc, timed_out = p.wait(timeout=timeout_s), False
-            except subprocess.TimeoutExpired:
-                rc, timed_out = None, True
+            rc, timed_out, over_mem, deadline = None, False, 0, time.monotonic() + timeout_s
+            limit = float(os.environ.get("CUDAL1_MEM_LIMIT_GB") or MEM_LIMIT_GB) * 2 ** 30
+            while rc is None and not (timed_out or over_mem):
+                try:
+                    rc = p.wait(timeout=0.5)
+                except subprocess.TimeoutExpired:
+                    timed_out = time.monotonic() > deadline
+                    rss = _group_rss(p.pid)
+                    over_mem = rss if rss > limit else 0
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(p.pid, signal.SIGKILL)          # also whatever the candidate left running
             rc = p.wait() if rc is None else rc
@@ -853,7 +1101,11 @@ def _run_child(mode, res, files, spec, timeout_s, arch, build_root):
         with open(log_path, "rb") as f:                   # a chatty candidate may have written gigabytes
             f.seek(max(0, os.path.getsize(log_path) - _ERR_CHARS))
             tail = f.read().decode(errors="replace")
-        if timed_out:
+        if over_mem:
+            res.update(status="crash", error_type="MemoryLimit", correct=False, speedup=None, speedup_rounded=None,
+                       error=_truncate(f"host memory {over_mem / 2 ** 30:.1f} GiB over the limit of "
+                                       f"{limit / 2 ** 30:.1f} GiB (CUDAL1_MEM_LIMIT_GB); log tail:\n{tail}"))
+        elif timed_out:
             res.update(status="timeout", error_type="Timeout", correct=False, speedup=None, speedup_rounded=None,
                        error=_truncate(f"no result within {timeout_s:.0f} s; log tail:\n{tail}"))
         elif not res.pop("final", False):
@@ -868,37 +1120,81 @@ def _run_child(mode, res, files, spec, timeout_s, arch, build_root):
 
 
 def evaluate(task_src: str, candidate_src: str, *, task_name: str = "task", device: str = "cuda",
-             protocol: str = "strict", atol: float = 1e-2, rtol: float = 1e-2, num_correct_trials: int = 5,
+             protocol: str = "strict", atol: float = 1e-2, rtol: float = 1e-2, num_correct_trials: int | None = None,
              timeout_s: float = 300.0, arch: str | None = None, build_root: str | None = None,
-             static_checks: bool = True, time_budget_s: float = 2.0) -> dict:
+             static_checks: bool = True, time_budget_s: float = 2.0, remeasure_above: float = 3.0,
+             check_only: bool = False, flags_override: dict | None = None, extra_env: dict | None = None,
+             _gpu: str | None = None) -> dict:
     """Compiles, checks and times one candidate against its task in a child process; returns the result record.
 
-    atol/rtol: isclose tolerances (KernelBench published results: 1e-2); timeout_s: wall seconds for the whole
-    child (build included); arch: TORCH_CUDA_ARCH_LIST for the candidate's nvcc builds; time_budget_s: seconds
-    the timed calls should take; static_checks=False for trusted baselines. Never raises for a bad candidate.
+    protocol: one of PROTOCOLS (module docstring); atol/rtol: isclose tolerances (KernelBench published results:
+    1e-2); num_correct_trials: None = the protocol's (5, 5, 10); timeout_s: wall seconds for the whole child
+    (build included); arch: TORCH_CUDA_ARCH_LIST for the candidate's nvcc builds; time_budget_s: seconds the
+    strict protocol's timed calls should take; remeasure_above: speedups above it are timed twice, the lower
+    counts (CUDA-L1 §1.3); check_only: correctness only, no timing (speedup None); static_checks=False for
+    trusted baselines. For trusted baselines only (both need static_checks=False, else ValueError):
+    flags_override, e.g. {"cudnn_benchmark": True}: backend flags (keys of FIXED_FLAGS) in force during the
+    candidate's own code (import, construction, calls), not flagged; the reference keeps FIXED_FLAGS;
+    extra_env: variables added to the child's scrubbed environment, e.g. TORCHINDUCTOR_CACHE_DIR and
+    TRITON_CACHE_DIR so torch.compile reuses a warm cache (the child's private TMPDIR makes every compile cold).
+    _gpu: CUDA_VISIBLE_DEVICES for the child (set by evaluate_many's per-GPU workers).
+    Raises ValueError for a bad argument; never raises for a bad candidate.
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, not {protocol!r}")
+    if (flags_override or extra_env) and static_checks:
+        raise ValueError("flags_override and extra_env are for trusted baselines only: pass static_checks=False")
+    bad = set(flags_override or {}) - set(FIXED_FLAGS)
+    if bad:
+        raise ValueError(f"flags_override keys must be among {sorted(FIXED_FLAGS)}, not {sorted(bad)}")
     t0 = time.perf_counter()
     res = _blank_result(task_name, candidate_src, protocol, device)
+    res["flags_override"] = dict(flags_override) if flags_override else None
     verdict = static_check(candidate_src, task_src) if static_checks else None
     if verdict:
         res.update(status=verdict[0], hack=verdict[1], error=verdict[2],
                    error_type="SyntaxError" if verdict[0] == "compile_error" else "StaticCheck")
     else:
-        spec = dict(device=device, atol=atol, rtol=rtol, num_correct_trials=num_correct_trials,
-                    time_budget_s=time_budget_s, task_src=task_src)
+        spec = dict(device=device, atol=atol, rtol=rtol, task_src=task_src, protocol=protocol,
+                    num_correct_trials=num_correct_trials or PROTOCOL_TRIALS[protocol], time_budget_s=time_budget_s,
+                    remeasure_above=remeasure_above, check_only=check_only, flags_override=flags_override)
+        env = dict(extra_env or {}, **({"CUDA_VISIBLE_DEVICES": _gpu} if _gpu is not None else {}))
         _run_child("eval", res, dict(task=task_src, candidate=candidate_src), spec, timeout_s, arch,
-                   os.path.abspath(build_root) if build_root else default_build_root())
+                   os.path.abspath(build_root) if build_root else default_build_root(), env)
     res["eval_s"] = time.perf_counter() - t0
     return res
 
 
-def _build_child(candidate_src, device, arch, build_root, timeout_s, kernel_eval=False):
+def degenerate_screen(task_src: str, *, task_name: str = "task", device: str = "cuda", atol: float = 1e-2,
+                      rtol: float = 1e-2, num_correct_trials: int = 5, timeout_s: float = 600.0,
+                      build_root: str | None = None, arch: str | None = None) -> dict:
+    """REFERENCE.md §3 (issue 6 item 3): does a trivial output pass this task's correctness check?
+
+    Runs the reference on the same seeded inputs a candidate's trials get and puts each of TRIVIAL_OUTPUTS (zeros;
+    constant = the reference's output on other inputs; mean = its mean everywhere; input = the first input
+    reshaped) through the same check (_check, kernel_eval.cu's compare on CUDA), in one child process.
+    Returns {task, degenerate (bool; None if the screen itself failed), passed (names that passed every trial),
+    results ({name: "passed" | "incorrect: ..." | "n/a: ..." | ...}), status (ok | runtime_error | timeout |
+    crash), error, trials, atol, rtol, device, device_name, eval_s}.
+    """
+    t0 = time.perf_counter()
+    res = dict(task=task_name, degenerate=None, passed=[], results={}, status="crash", error="", error_type="",
+               trials=0, atol=atol, rtol=rtol, device=device, device_name="cpu" if device == "cpu" else None)
+    spec = dict(device=device, atol=atol, rtol=rtol, task_src=task_src, num_correct_trials=num_correct_trials)
+    _run_child("screen", res, dict(task=task_src), spec, timeout_s, arch,
+               os.path.abspath(build_root) if build_root else default_build_root())
+    if res["status"] != "ok":
+        res["degenerate"] = None
+    res["eval_s"] = time.perf_counter() - t0
+    return res
+
+
+def _build_child(candidate_src, device, arch, build_root, timeout_s, kernel_eval=False, extra_env=None):
     res = dict(candidate_hash=_hash(candidate_src), status="crash", compiled=False, error="", error_type="",
                compile_s=None)
     return _run_child("build", res, dict(candidate=candidate_src), dict(device=device, kernel_eval=kernel_eval),
-                      timeout_s, arch, os.path.abspath(build_root) if build_root else default_build_root())
+                      timeout_s, arch, os.path.abspath(build_root) if build_root else default_build_root(),
+                      extra_env)
 
 
 def build(candidate_src, *, device="cuda", arch=None, build_root=None, timeout_s=600.0) -> dict:
@@ -908,14 +1204,17 @@ def build(candidate_src, *, device="cuda", arch=None, build_root=None, timeout_s
     return _build_child(candidate_src, device, arch, build_root, timeout_s)
 
 
-def evaluate_many(jobs, *, build_workers=None, progress=False, **kw):
+def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, **kw):
     """evaluate() for [(task_name, task_src, candidate_src), ...], results in the same order.
 
     Phase 1 builds every distinct candidate (and kernel_eval.cu) in parallel child processes, `build_workers` at a
-    time (default: CPU count); phase 2 evaluates one job at a time, so timings never share the GPU. A candidate
+    time (default: CPU count); phase 2 evaluates one job at a time per GPU (gpus: CUDA_VISIBLE_DEVICES ids, default
+    all visible GPUs for device="cuda"), so timings never share a GPU. A candidate
     whose build failed or timed out in phase 1 is not built again. One job's failure never stops the others.
     """
     inspect.signature(evaluate).bind("", "", **kw)          # a wrong keyword fails here, not once per job
+    if (kw.get("flags_override") or kw.get("extra_env")) and kw.get("static_checks", True):
+        raise ValueError("flags_override and extra_env are for trusted baselines only: pass static_checks=False")
     build_root = kw["build_root"] = os.path.abspath(kw.get("build_root") or default_build_root())
     device, arch = kw.get("device", "cuda"), kw.get("arch")
     todo = {}
@@ -927,7 +1226,8 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, **kw):
     if items:
         timeout = max(600.0, kw.get("timeout_s", 300.0))
         with ThreadPoolExecutor(max(1, min(build_workers or os.cpu_count() or 1, len(items)))) as pool:
-            futures = {pool.submit(_build_child, src, device, arch, build_root, timeout, src is None): h
+            futures = {pool.submit(_build_child, src, device, arch, build_root, timeout, src is None,
+                                   kw.get("extra_env")): h
                        for h, src in items}
             for i, f in enumerate(as_completed(futures)):
                 h = futures[f]
@@ -936,20 +1236,37 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, **kw):
                 except Exception as e:                    # should not happen; phase 2 will build it then
                     builds[h] = dict(status="crash", error=f"{type(e).__name__}: {e}")
                 say(f"build {i + 1}/{len(items)} {h} {builds[h]['status']} {builds[h].get('compile_s') or 0:.1f} s")
-    results = []
-    for i, (name, task_src, cand_src) in enumerate(jobs):
+    # Phase 2: one evaluation per GPU at a time; with several GPUs (gpus=None: all visible ones, for "cuda"),
+    # one worker per GPU, each child pinned to its GPU through CUDA_VISIBLE_DEVICES.
+    if gpus is None:
+        seen = os.environ.get("CUDA_VISIBLE_DEVICES")
+        n = torch.cuda.device_count() if device == "cuda" else 0
+        gpus = ([g.strip() for g in seen.split(",") if g.strip()][:n] if seen else [str(i) for i in range(n)])
+    slots = list(gpus) or [None]
+    results, free = [None] * len(jobs), __import__("queue").Queue()
+    for g in slots:
+        free.put(g)
+
+    def one(i, name, task_src, cand_src):
         b = builds.get(_hash(cand_src))
+        g = free.get()
         try:
             if b and b["status"] in ("compile_error", "timeout"):
                 r = _blank_result(name, cand_src, kw.get("protocol", "strict"), device)
                 r.update({k: b[k] for k in ("status", "error", "error_type", "compile_s")}, eval_s=0.0)
             else:
-                r = evaluate(task_src, cand_src, task_name=name, **kw)
+                r = evaluate(task_src, cand_src, task_name=name, **dict(kw, _gpu=g))
         except Exception as e:
             r = _blank_result(name, cand_src, kw.get("protocol", "strict"), device)
             r.update(error=_truncate(f"{type(e).__name__}: {e}"), error_type=type(e).__name__)
-        results.append(r)
-        say(f"eval {i + 1}/{len(jobs)} {result_summary(r)}")
+        finally:
+            free.put(g)
+        results[i] = r
+        say(f"eval {i + 1}/{len(jobs)}{'' if g is None else f' gpu {g}'} {result_summary(r)}")
+
+    with ThreadPoolExecutor(len(slots)) as pool:
+        for f in [pool.submit(one, i, *job) for i, job in enumerate(jobs)]:
+            f.result()
     return results
 
 
@@ -961,16 +1278,19 @@ def main(argv=None):
     ap.add_argument("--arch", default=None, help="TORCH_CUDA_ARCH_LIST for nvcc, e.g. 9.0")
     ap.add_argument("--json", action="store_true", help="print the whole result record as JSON")
     ap.add_argument("--timeout_s", type=float, default=300.0)
-    ap.add_argument("--trials", type=int, default=5, help="correctness trials")
+    ap.add_argument("--trials", type=int, default=None, help="correctness trials (default: the protocol's)")
     ap.add_argument("--no_static_checks", action="store_true")
     ap.add_argument("--build_root", default=None)
+    ap.add_argument("--protocol", default="strict", choices=PROTOCOLS)
+    ap.add_argument("--check_only", action="store_true", help="correctness only, no timing")
     a = ap.parse_args(argv)
     for p in (a.task, a.candidate):
         if not os.path.isfile(p):
             sys.exit(f"error: no such file: {p}")
     res = evaluate(open(a.task).read(), open(a.candidate).read(), task_name=os.path.basename(a.task)[:-3],
                    device=a.device, arch=a.arch, timeout_s=a.timeout_s, num_correct_trials=a.trials,
-                   static_checks=not a.no_static_checks, build_root=a.build_root)
+                   static_checks=not a.no_static_checks, build_root=a.build_root, protocol=a.protocol,
+                   check_only=a.check_only)
     print(json.dumps(res) if a.json else result_summary(res))
     return 0 if res["status"] == "ok" else 1
 

@@ -6,6 +6,7 @@ and the same parsing of answers: if two stages formatted a prompt differently, a
 evaluated on text it never saw.
 """
 import ast
+import contextlib
 import json
 import os
 import re
@@ -310,3 +311,180 @@ def generate(model, tok, prompts, num_generations, max_new_tokens, temperature=1
                        text=tok.decode(comp, skip_special_tokens=True))
     if was_training:
         model.train()
+
+
+# -----------------------------------------------------------------------------
+# vLLM rollouts (optional). vLLM is imported lazily, only when asked for, so nothing else needs it installed.
+# NOT RUN HERE: vLLM is installed neither on the CPU machine nor on the GPU machine this project was developed on;
+# these functions follow vLLM's documented offline API (vllm.LLM, vllm.SamplingParams, RequestOutput) and the way
+# TRL's GRPOTrainer (vllm_mode="colocate") pushes weights into a colocated engine.
+
+def vllm_available():
+    """True when the `vllm` package can be imported (without importing it: that costs seconds and GPU memory)."""
+    import importlib.util
+    return importlib.util.find_spec("vllm") is not None
+
+
+def load_vllm(model_path, gpu_memory_utilization=0.3, seed=0, dtype="bfloat16", max_model_len=None):
+    """A vllm.LLM colocated with the training model in this process (not run here: see above).
+
+    gpu_memory_utilization: fraction of the GPU's memory vLLM may take (weights + KV cache); the training model,
+    its gradients and optimizer need the rest. seed: vLLM's sampling seed (give each DDP rank its own).
+    Under torchrun each rank holds its own engine on its own GPU (distributed_executor_backend="external_launcher",
+    as TRL's colocate mode does), so no extra processes are spawned. The engine runs in this process
+    (VLLM_ENABLE_V1_MULTIPROCESSING=0) so that vllm_push_weights can reach the model object.
+    Raises RuntimeError when vLLM is not installed.
+    """
+    if not vllm_available():
+        raise RuntimeError("--use_vllm=True but vllm is not installed (pip install vllm); or use --use_vllm=False")
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    from vllm import LLM
+    kw = dict(model=model_path, gpu_memory_utilization=gpu_memory_utilization, seed=seed, dtype=dtype,
+              enable_prefix_caching=True)
+    if max_model_len:
+        kw["max_model_len"] = max_model_len
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        kw["distributed_executor_backend"] = "external_launcher"
+    return LLM(**kw)
+
+
+def vllm_generate(llm, tok, prompts, num_generations, max_new_tokens, temperature=1.0, top_p=1.0):
+    """Sample like `generate`, with a vllm.LLM (not run here: see above). Returns a list of dicts in the same order
+    and with the same keys as `generate`: prompt_ids, completion_ids (ending with EOS unless truncated), text,
+    truncated (vLLM's finish_reason == "length"). Prompts go through the chat template as in `generate`."""
+    from vllm import SamplingParams
+    params = SamplingParams(n=num_generations, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens)
+    outs = llm.generate([render_prompt(tok, p) for p in prompts], params, use_tqdm=False)
+    rows = []
+    for out in outs:  # one RequestOutput per prompt, in prompt order; .outputs holds its n completions
+        for c in out.outputs:
+            comp = list(c.token_ids)
+            truncated = c.finish_reason == "length"
+            if not truncated and (not comp or comp[-1] != tok.eos_token_id) and c.stop_reason is None:
+                comp.append(tok.eos_token_id)  # stopped on EOS but vLLM left it out: the loss must see the end
+            rows.append(dict(prompt_ids=list(out.prompt_token_ids), completion_ids=comp, truncated=truncated,
+                             text=tok.decode(comp, skip_special_tokens=True)))
+    return rows
+
+
+def vllm_push_weights(llm, model):
+    """Copy the training model's current weights into the colocated vLLM engine and drop its prefix cache (KV
+    blocks computed with the old weights would otherwise be reused: a stale-cache bug TRL users hit, REFERENCE.md
+    §5). Not run here: see above. The path through llm_engine...model_runner.model.load_weights is the one TRL's
+    colocate mode uses; vLLM's own load_weights maps Hugging Face parameter names onto its fused layers."""
+    state = model.state_dict()
+    try:
+        runner_model = llm.llm_engine.model_executor.driver_worker.model_runner.model
+        runner_model.load_weights(state.items())
+    except AttributeError:  # engines where the worker is reached through collective_rpc only
+        llm.collective_rpc(lambda worker: worker.model_runner.model.load_weights(state.items()))
+    llm.reset_prefix_cache()
+
+
+# -----------------------------------------------------------------------------
+# Data parallelism under torchrun (DDP). torchrun sets RANK, WORLD_SIZE and LOCAL_RANK for each process it starts;
+# without them a script runs as the single rank 0 of a world of 1 and none of this touches torch.distributed.
+
+def ddp_setup(device="cuda", timeout_min=180):
+    """Join the process group torchrun prepared. Returns (rank, world_size, local_rank, device): device is
+    "cuda:<local_rank>" (NCCL backend) when `device` asks for CUDA, else "cpu" (gloo backend). Outside torchrun:
+    (0, 1, 0, device) and no process group. timeout_min: how long a collective waits for the slowest rank (long,
+    because one rank may be compiling kernels or running a sub-stage for many minutes while the others wait)."""
+    import datetime
+    import torch
+    import torch.distributed as dist
+    if "RANK" not in os.environ:
+        return 0, 1, 0, device
+    rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
+    if str(device).startswith("cuda"):
+        torch.cuda.set_device(local)
+        device = f"cuda:{local}"
+        dist.init_process_group("nccl", device_id=torch.device(device),
+                                timeout=datetime.timedelta(minutes=timeout_min))
+    else:
+        device = "cpu"
+        dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=timeout_min))
+    return rank, world, local, device
+
+
+def ddp_cleanup():
+    """Leave the process group (a no-op outside torchrun); call once at the end of a script."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def ddp_gather(obj):
+    """all_gather_object: the list of `obj` from every rank, in rank order ([obj] outside torchrun)."""
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()):
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def ddp_barrier():
+    """Wait for every rank (a no-op outside torchrun)."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+def param_checksum(model):
+    """Sum of all weights in float64: equal on every rank after each step, or data parallelism is broken."""
+    import torch
+    with torch.no_grad():
+        return round(sum(p.double().sum().item() for p in model.parameters()), 6)
+
+
+def ddp_all_reduce_grads(model):
+    """Sum every parameter's gradient over the ranks (data parallelism by hand: a rank whose micro-batches were all
+    masked out still takes part, with zero gradients). The caller's loss must already be divided by the batch
+    totals of all ranks, so that the sum is the gradient of the full-batch loss. A no-op outside torchrun."""
+    import torch
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    works = []
+    for p in model.parameters():
+        if p.requires_grad:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            works.append(dist.all_reduce(p.grad, async_op=True))
+    for w in works:
+        w.wait()
+
+
+@contextlib.contextmanager
+def visible_gpu(local_rank):
+    """Within the block, child processes see only this rank's GPU (as cuda:0): bench.py's build and timing children
+    then use the rank's own GPU and never another rank's. This process is unaffected (CUDA is already initialised)."""
+    old = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = old.split(",") if old else [str(i) for i in range(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))]
+    os.environ["CUDA_VISIBLE_DEVICES"] = ids[local_rank]
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = old
+
+
+TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+                "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+                "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE",
+                "TORCH_NCCL_ASYNC_ERROR_HANDLING")
+
+
+def run_script(script, args):
+    """Run another stage script of this repo as a plain single-process subprocess (torchrun's variables removed, so
+    a stage started from one rank never tries to join that rank's process group). Exits with a one-line error
+    when it fails."""
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV}
+    print(f"$ python {script} {' '.join(args)}", flush=True)
+    if subprocess.run([sys.executable, os.path.join(ROOT, script)] + list(args), env=env).returncode != 0:
+        sys.exit(f"error: {script} failed (its message is above); fix that and run this command again")

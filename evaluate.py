@@ -1,7 +1,8 @@
 """
-Evaluate kernels on KernelBench tasks and report them the way CUDA-L1 does (arXiv 2507.14111; REFERENCE.md §1.5, §2).
+Evaluate kernels (or only the baselines) on KernelBench tasks and report them the way CUDA-L1 does (arXiv 2507.14111;
+REFERENCE.md §1.5, §2; issue 5).
 
-Per task, speedup = t_ref / t_kernel: the median time of the eager reference `Model` over that of the candidate
+Per task, speedup = t_ref / t_method: the median time of the eager reference `Model` over that of the candidate
 `ModelNew`, both timed by bench.evaluate on one device under one protocol, after bench has checked the outputs
 (atol = rtol = 1e-2, the tolerance of all published KernelBench and CUDA-L1 numbers) and screened the candidate for the
 reward hacks of REFERENCE.md §4. A kernel that breaks the answer format, fails to build, crashes, times out, is wrong
@@ -10,18 +11,33 @@ or is flagged as a hack is a failure, and so is a task with no kernel at all. Th
                   (level_id, task_id, ref_code, custom_code, score_*: §1.6). A line with its own ref_code is timed
                   against it (CUDA-L1 used the 2025 "v0" task sizes); its published score_* go into the per-task
                   record next to our measurement. Several lines for one task are samples (best of N), or
-  --model=NAME    num_samples answers per task to common.py's stage-1 or contrastive prompt; best of N by speedup.
+  --model=NAME    num_samples answers per task to common.py's stage-1 or contrastive prompt; best of N by speedup,
+  or neither      baselines only: the table of the baselines themselves on this GPU (issue 5 item 5).
 
 Baselines (the paper's comparison table) are TRUSTED modules generated from the reference source, timed by bench
-against the same eager reference with static checks off: eager (the reference, 1.0x by definition), compile
-(torch.compile), compile_reduce_overhead, cuda_graph (generic capture of the reference forward on static buffers),
-cudnn_benchmark (torch.backends.cudnn.benchmark = True). Rows "K vs B" divide the kernel's speedup by B's, task by
-task (= t_B / t_kernel, CUDA-L1's "speedup over torch.compile" etc.).
+against the same eager reference with static checks off: eager (the reference, 1.0x by definition; its time is the
+median ref_ms of the task's other runs), compile (torch.compile), compile_reduce_overhead, cuda_graph (generic
+capture of the reference forward on static buffers), cudnn_benchmark (the reference run with
+torch.backends.cudnn.benchmark on, through bench's flags_override: only the candidate side gets the flag). Rows
+"K vs B" divide the kernel's speedup by B's, task by task (= t_B / t_kernel, CUDA-L1's "speedup over torch.compile").
+
+torch.compile takes tens of seconds per task, and every bench child has a private TMPDIR (a cold inductor cache), so
+the compile baselines are first compiled in `compile_workers` parallel processes into one shared inductor/Triton
+cache (`inductor_cache`; each worker imports the task, builds the baseline like bench does: same seed, backend
+flags, no_grad, device; and calls it twice); bench then times them one at a time with that cache (extra_env), so
+its child mostly loads compiled code. Tasks are measured in chunks, levels interleaved, so that a run stopped early
+(Ctrl-C, SIGTERM from `timeout`) covers every level; each row is appended to results.jsonl as soon as it is
+measured, a rerun skips the rows it holds, and --summarize_only=True only rebuilds the report.
 
 Statistics (summarize): the paper's headline mean counts a failed task as 1.0x (the reference is kept); also the mean
 over successful tasks only, median / geometric mean / max / p25 / p50 / p75 with the same padding, the number of tasks
 > 1.01x (the paper's second headline number) and KernelBench's fast_p = share of ALL tasks of a level that are correct
-AND faster than p x, strictly (fast_0 = correctness rate).
+AND faster than p x, strictly (fast_0 = correctness rate). Every table is repeated without the degenerate tasks
+(REFERENCE.md §3): a task is degenerate if its tasks_file row says so (prepare.py's screen), else by bench's
+degenerate_screen (screen_degenerate, for tasks that carry their own reference), else, for KernelBench level 1-3
+names, by the list of the H200 scan in REFERENCE.md §3 (DEGENERATE_H200); otherwise unknown, and the table says so.
+For the kernels: how many correct kernels called a custom (load_inline) kernel during bench's first correctness trial
+(bench's custom_kernel_calls > 0) vs PyTorch-only rewrites (== 0), and the hacks bench named, by kind.
 
 Departures, so that nobody compares the wrong numbers:
   - CUDA-L1's released evaluator averages 7 rounds of paired trials (§1.7); bench reports medians under its own
@@ -30,23 +46,33 @@ Departures, so that nobody compares the wrong numbers:
     compile_reduce_overhead return a copy of the graph's output (a replay overwrites it): one device copy per call.
   - "K vs B" is a ratio of two speedups from separate runs, each against its own timing of the reference. Where B
     failed on a task, the kernel is compared with eager there (what a user without B would run).
-  - cudnn_benchmark flips a backend flag; if bench's runtime flag check still flags it (static checks off), that
-    baseline is reported as unavailable (it needs bench support), never faked.
-  - allow_degenerate is a placeholder: tasks whose tasks_file row has a true "degenerate" field (the §3 screen: 47
-    tasks accept a trivial output; prepare.py does not write the field yet) are dropped unless it is True.
+  - The warm-up workers share the GPU while they compile, so Triton's autotuning of pointwise/reduction configs
+    (default mode) may pick a different config than an idle GPU would; the timing itself runs alone.
+  - Only tasks with a row for every method enter the tables ("measured"); the others are listed as missing.
 
-Outputs in eval_dir (default out_dir/eval): results.jsonl (a row per (task, method), appended as soon as measured; a rerun skips the rows it
-holds), summary.json, summary.md (the table, also printed), speedup_sorted.png, speedup_vs_baselines.png, and with
---model samples.jsonl (every completion). E.g. python evaluate.py --kernels=a100.json --gpu=a100 --baselines=eager,
-compile,compile_reduce_overhead,cuda_graph; python evaluate.py --model=out/rl/ckpt --split=eval --num_samples=4.
+Outputs in eval_dir (default out_dir/eval): results.jsonl (a row per (task, method)), runs.jsonl (command, date,
+commit, Triton version of every measuring run), summary.json, summary.md (the tables, also printed, with the
+commands and versions), per_task.csv (every per-task number), speedup_sorted.png, speedup_vs_baselines.png, and
+with --model samples.jsonl (every completion). E.g.
+  python evaluate.py --kernelbench_dir=$KERNELBENCH_DIR --baselines=eager,compile,compile_reduce_overhead,cuda_graph
+  python evaluate.py --kernels=a100.jsonl --baselines=eager,compile,compile_reduce_overhead,cuda_graph,cudnn_benchmark
+  python evaluate.py --model=out/rl/ckpt --split=eval --num_samples=4
 """
-import glob
+import collections
+import csv
+import itertools
 import json
 import math
 import os
 import re
+import shlex
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from tqdm import tqdm
@@ -56,7 +82,7 @@ import common
 # -----------------------------------------------------------------------------
 # config: --key=value overrides any of these (common.configure)
 kernels = ""                    # kernels file (this project's rows or the CUDA-L1 release format)
-model = ""                      # HF name or local folder: generate the kernels instead
+model = ""                      # HF name or local folder: generate the kernels instead; neither = baselines only
 tasks_file = ""                 # prepare.py's task set ({"name", "level", "src", "split"} rows); "" = out_dir/tasks.jsonl
 kernelbench_dir = ""            # or read KernelBench's level*/*.py directly (then there is no train/eval split)
 levels = "1,2,3"
@@ -78,14 +104,26 @@ eval_dir = ""                   # where results go; "" = out_dir/eval
 atol = 1e-2
 rtol = 1e-2
 timeout_s = 300.0               # per candidate, in bench
+num_correct_trials = 0          # bench's correctness trials; 0 = the protocol's
+time_budget_s = 2.0             # bench: seconds the timed calls of one model should take
 build_workers = 0               # parallel builds in bench.evaluate_many; 0 = os.cpu_count()
-allow_degenerate = False        # placeholder, see the docstring
+compile_workers = 8             # parallel processes that warm the inductor cache for the compile baselines; 0 = off
+inductor_cache = ""             # shared TORCHINDUCTOR_CACHE_DIR; "" = ~/.cache/cudal1/inductor
+chunk_tasks = 0                 # tasks per measuring chunk; 0 = 16 (kernels), one wave of warm-ups (baselines)
+screen_degenerate = "auto"      # auto (on for CUDA) | True | False: bench.degenerate_screen where the status is unknown
+summarize_only = False          # only rebuild the report from results.jsonl; measures nothing
 # -----------------------------------------------------------------------------
 
 BASELINES = ("eager", "compile", "compile_reduce_overhead", "cuda_graph", "cudnn_benchmark")
+COMPILED = ("compile", "compile_reduce_overhead")
 FAST_P = (0, 1, 1.5, 2)
 PUBLISHED = {"eager": "score_default", "compile": "score_torch_compile_default", "cuda_graph": "score_cuda_graph",
              "compile_reduce_overhead": "score_torch_compile_reduce_overhead", "cudnn_benchmark": "score_cudnn"}
+# REFERENCE.md §3: the 47 KernelBench L1-L3 tasks (by level and problem id) whose check a trivial output (zeros, a
+# constant, the input) passes at 1e-2, from the H200 scan of the KernelBench snapshot this project uses.
+DEGENERATE_H200 = {1: {4, 6, 19, 20, 23, 31, 32, 37, 39, 49, 53, 95, 99, 100},
+                   2: {8, 9, 10, 23, 36, 38, 42, 44, 45, 49, 51, 56, 58, 64, 65, 66, 67, 80, 83, 89, 91, 96, 99},
+                   3: {3, 5, 7, 11, 12, 18, 28, 35, 46, 47}}
 
 
 def good(s):
@@ -115,17 +153,20 @@ def summarize(speedups):
     return out
 
 
-COLUMNS = [("tasks", "tasks"), ("ok", "successes"), ("mean", "mean"), ("mean ok", "mean_success"),
-           ("median", "median"), ("geomean", "geomean"), ("max", "max"), ("p25", "p25"), ("p75", "p75"),
-           (">1.01x", "count_gt_1_01")] + [(f"fast_{p}", f"fast_{p}") for p in FAST_P]
+# the paper's layout (CUDA-L1 Table 3: mean, max, 75%, 50%, 25%, successes, > 1.01x), then the extra statistics
+COLUMNS = [("mean", "mean"), ("max", "max"), ("p75", "p75"), ("p50", "p50"), ("p25", "p25"), ("ok", "successes"),
+           (">1.01x", "count_gt_1_01"), ("mean ok", "mean_success"), ("geomean", "geomean")] + \
+          [(f"fast_{p}", f"fast_{p}") for p in FAST_P]
 
 
 def markdown_table(entries):
-    """The report: one row per (method, level) dict holding summarize()'s keys plus "method" and "level"."""
-    def fmt(v):
-        return "-" if v is None else str(v) if isinstance(v, int) else f"{v:.2f}"
+    """The report: one row per (method, level) dict holding summarize()'s keys plus "method" and "level". Counts
+    are printed out of the level's tasks ("249/250"), speedups (x) and fast_p shares with two decimals."""
+    def fmt(k, e):
+        v = e[k]
+        return f"{v}/{e['tasks']}" if k in ("successes", "count_gt_1_01") else "-" if v is None else f"{v:.2f}"
     lines = ["| method | level | " + " | ".join(c for c, _ in COLUMNS) + " |", "|---|---|" + "---:|" * len(COLUMNS)]
-    lines += [f"| {e['method']} | {e['level']} | " + " | ".join(fmt(e[k]) for _, k in COLUMNS) + " |" for e in entries]
+    lines += [f"| {e['method']} | {e['level']} | " + " | ".join(fmt(k, e) for _, k in COLUMNS) + " |" for e in entries]
     return "\n".join(lines) + "\n"
 
 
@@ -185,6 +226,43 @@ def load_tasks(tasks_file, kernelbench_dir):
     return None
 
 
+def interleave(tasks):
+    """Measuring order: level by level in turn (L1 #1, L2 #1, L3 #1, L1 #2, ...), so a run stopped early covers
+    every level."""
+    by_level = [[t for t in tasks if t["level"] == L] for L in sorted({t["level"] for t in tasks})]
+    return [t for group in itertools.zip_longest(*by_level) for t in group if t]
+
+
+def degenerate_of(task, own_ref, screened):
+    """(True | False | None, source) for one task row; see the module docstring for the order of the sources."""
+    if task.get("degenerate") is not None:
+        d = task["degenerate"]
+        return (any(d.values()) if isinstance(d, dict) else bool(d)), "tasks_file"
+    if task["name"] in screened:
+        return screened[task["name"]], "bench.degenerate_screen"
+    m = re.match(r"level([123])/(\d+)_", task["name"])
+    if m and not own_ref:
+        return int(m.group(2)) in DEGENERATE_H200[int(m.group(1))], "REFERENCE.md §3 (H200 scan)"
+    return None, "unknown"
+
+
+def kernel_mix(rows):
+    """Of the correct kernels in rows: how many called a custom kernel in bench's first correctness trial
+    (custom_kernel_calls > 0), how many are PyTorch-only (== 0), unknown (None: not counted by bench), and how many
+    carry CUDA source at all (__global__ or load_inline in the code; a static hint, not proof that it ran)."""
+    ok = [r for r in rows if r.get("success")]
+    calls = [r.get("custom_kernel_calls") for r in ok]
+    return dict(correct=len(ok), custom_ran=sum(c is not None and c > 0 for c in calls),
+                pytorch_only=sum(c == 0 for c in calls), unknown=sum(c is None for c in calls),
+                cuda_source=sum(bool(r.get("cuda_source")) for r in ok))
+
+
+def hack_counts(rows):
+    """{kind: count} of bench's named hacks over every sample of rows (sample_hacks, else the row's own hack)."""
+    kinds = [h for r in rows for h in (r.get("sample_hacks") or [r.get("hack")]) if h]
+    return dict(sorted(collections.Counter(kinds).items()))
+
+
 # Baselines: the reference module plus a ModelNew that subclasses its Model, so that both build the same weights from
 # the same seed (REFERENCE.md §2) and the module stands alone, as bench expects of a candidate.
 # A CUDA graph's output lives in its static memory and the next replay overwrites it, so the graph baselines
@@ -237,29 +315,106 @@ class ModelNew(Model):
 '''
 _EAGER = '''
 class ModelNew(Model):
-    """The reference itself, to time it where no other run did."""
-'''
-_CUDNN = '''
-class ModelNew(Model):
-    """Baseline: the reference with cuDNN autotuning on (torch.backends.cudnn.benchmark = True)."""
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        torch.backends.cudnn.benchmark = True
+    """The reference itself: to time it where no other run did, and (bench's flags_override) with cudnn.benchmark."""
 '''
 
 
 def baseline_source(ref_src, name):
-    """A trusted candidate module for baseline `name`, built from the reference source."""
+    """A trusted candidate module for baseline `name`, built from the reference source. cudnn_benchmark is the
+    reference itself: bench switches the flag on for the candidate side (flags_override)."""
     body = {"compile": _COMPILE.format(mode=None, ret="self._compiled_forward(*args)"),
             "compile_reduce_overhead": _CLONE + _COMPILE.format(mode="reduce-overhead",
                                                                 ret="_clone_out(self._compiled_forward(*args))"),
-            "cuda_graph": _CLONE + _CUDA_GRAPH, "cudnn_benchmark": _CUDNN, "eager": _EAGER}[name]
+            "cuda_graph": _CLONE + _CUDA_GRAPH, "cudnn_benchmark": _EAGER, "eager": _EAGER}[name]
     return ref_src.rstrip() + "\n\n\n# --- baseline written by evaluate.py ---\nimport torch\n" + body
 
 
+def cache_env():
+    """Environment that points torch.compile at the shared cache, for the warm-up workers and bench's timed child
+    alike (inductor's parallel compile threads: $TORCHINDUCTOR_COMPILE_THREADS, else the CPUs shared by the workers;
+    they are not part of inductor's cache key)."""
+    d = os.path.abspath(os.path.expanduser(inductor_cache or "~/.cache/cudal1/inductor"))
+    threads = os.environ.get("TORCHINDUCTOR_COMPILE_THREADS") or str(max(1, (os.cpu_count() or 1) // max(1, compile_workers)))
+    return dict(TORCHINDUCTOR_CACHE_DIR=d, TRITON_CACHE_DIR=os.path.join(d, "triton"), TORCHINDUCTOR_COMPILE_THREADS=threads)
+
+
+def warm_child(folder):
+    """`python evaluate.py --_warm FOLDER` (task.py, candidate.py, spec.json in FOLDER): builds and calls the
+    baseline the way bench's child does (backend flags, seed 42, construction under torch.device, calls under
+    no_grad outside it), so that inductor's cache key (graph, input metadata, flags) is the one bench will look up."""
+    import importlib.util
+    import torch
+    spec = json.load(open(os.path.join(folder, "spec.json")))
+    mods = {}
+    for key in ("task", "candidate"):
+        s = importlib.util.spec_from_file_location(f"warm_{key}", os.path.join(folder, key + ".py"))
+        mods[key] = sys.modules[s.name] = importlib.util.module_from_spec(s)
+        s.loader.exec_module(mods[key])
+    import bench
+    bench._set_flags(bench.FIXED_FLAGS)
+    dev = torch.device(spec["device"])
+    if dev.type == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(1)  # as bench's CPU child: inductor's C++ code may depend on the thread count
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        torch.manual_seed(42)
+        with torch.device(dev):
+            init = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in mods["task"].get_init_inputs()]
+            torch.manual_seed(42)
+            m = mods["candidate"].ModelNew(*init)
+            torch.manual_seed(43)
+            x = [a.to(dev) if isinstance(a, torch.Tensor) else a for a in mods["task"].get_inputs()]
+        m = m.to(dev) if isinstance(m, torch.nn.Module) else m
+        for _ in range(2):
+            m(*x)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+    print(f"warm: {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def warm(jobs):
+    """Compile [(task_name, task_src, baseline_src)] into the shared cache, compile_workers processes at a time.
+    Returns {status: count}; a failed warm-up only means bench compiles that baseline itself."""
+    procs, env = [], dict(os.environ, **cache_env())
+
+    def one(job):
+        d = tempfile.mkdtemp(prefix="cudal1_warm_")
+        try:
+            for key, text in (("task", job[1]), ("candidate", job[2])):
+                with open(os.path.join(d, key + ".py"), "w") as f:
+                    f.write(text)
+            common.write_json_atomic(os.path.join(d, "spec.json"), dict(device=device))
+            p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--_warm", d], cwd=d, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+            procs.append(p)
+            try:
+                out = p.communicate(timeout=timeout_s)[0]
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+                return "timeout"
+            if p.returncode:
+                tqdm.write(f"warm-up of {job[0]} failed (bench will compile it): {(out.strip().splitlines() or ['?'])[-1][:200]}")
+            return "ok" if p.returncode == 0 else "failed"
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    pool = ThreadPoolExecutor(max(1, compile_workers))
+    try:
+        return dict(collections.Counter(tqdm(pool.map(one, jobs), total=len(jobs), desc="warm compile cache",
+                                             leave=False)))
+    except BaseException:
+        for p in procs:  # Ctrl-C / SIGTERM: stop the workers this process started
+            p.kill()
+        raise
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def pick_best(results):
-    """Best of N: the correct sample with the highest speedup, else the first failure (None if no sample)."""
-    ok = [r for r in results if r.get("correct") and good(r.get("speedup"))]
+    """Best of N: the passing sample (status ok: a "hack" record may carry a speedup) with the highest speedup, else
+    the first failure (None if no sample)."""
+    ok = [r for r in results if r.get("correct") and good(r.get("speedup")) and r.get("status", "ok") == "ok"]
     return max(ok, key=lambda r: r["speedup"]) if ok else (results[0] if results else None)
 
 
@@ -272,32 +427,6 @@ def record(task, method, res, **extra):
     row["speedup"] = res.get("speedup") if row["success"] else None
     row.update(extra)
     return row
-
-
-def plot(spd, methods, levels_, timed, out_dir):
-    """Sorted speedup curves per level (failures at 1.0x), and the kernels' speedup against each baseline's."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(levels_), figsize=(5 * len(levels_), 4), squeeze=False)
-    for ax, (lvl, names) in zip(axes[0], levels_):
-        for m in methods:
-            ax.plot(sorted((spd[m].get(t) or 1.0 for t in names), reverse=True), label=m)
-        ax.set(yscale="log", title=lvl, xlabel="task (sorted)", ylabel="speedup vs eager (x)")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "speedup_sorted.png"), dpi=120)
-    fig, axes = plt.subplots(1, max(1, len(timed)), figsize=(4.5 * max(1, len(timed)), 4), squeeze=False)
-    for ax, b in zip(axes[0], timed):  # one point per task where both succeeded; above the diagonal = kernel faster
-        pts = [(spd[b][t], k) for t, k in spd[methods[0]].items() if k and spd[b].get(t)]
-        if pts:
-            ax.scatter(*zip(*pts), s=10)
-        ax.axline((1, 1), slope=1, color="gray", lw=0.5)
-        ax.set(xscale="log", yscale="log", xlabel=f"{b} speedup (x)", ylabel=f"{methods[0]} speedup (x)")
-    if timed:
-        fig.tight_layout()
-        fig.savefig(os.path.join(out_dir, "speedup_vs_baselines.png"), dpi=120)
-    plt.close("all")
 
 
 def run_bench(jobs, **kw):
@@ -313,43 +442,159 @@ def run_bench(jobs, **kw):
         return res
     except Exception as e:
         print(f"bench.evaluate_many failed ({type(e).__name__}: {e}); evaluating one by one")
-    out = []
-    for name, ref, cand in tqdm(jobs, desc="bench"):
+    return [bench_one(name, ref, cand, **kw) for name, ref, cand in tqdm(jobs, desc="bench")]
+
+
+def bench_one(name, ref_src, cand_src, **kw):
+    """bench.evaluate of one job; an exception becomes a "crash" result, so one task never stops the run."""
+    import bench
+    try:
+        return bench.evaluate(ref_src, cand_src, task_name=name, **kw)
+    except Exception as e:
+        return dict(status="crash", correct=False, speedup=None, error=f"{type(e).__name__}: {e}")
+
+
+def read_results(path):
+    """{(task, method): row} of results.jsonl, the last row of a pair winning. A line cut short by a kill is skipped
+    (and the file is given its missing newline, so the next append starts a clean line)."""
+    rows = {}
+    if not os.path.exists(path):
+        return rows
+    with open(path, "rb+") as f:
+        data = f.read()
+        if data and not data.endswith(b"\n"):
+            f.write(b"\n")
+    for n, line in enumerate(data.decode(errors="replace").splitlines(), 1):
         try:
-            out.append(bench.evaluate(ref, cand, task_name=name, **kw))
-        except Exception as e:
-            out.append(dict(status="crash", correct=False, speedup=None, error=f"{type(e).__name__}: {e}"))
-    return out
+            r = json.loads(line)
+            rows[(r["task"], r["method"])] = r
+        except (json.JSONDecodeError, KeyError, TypeError):
+            if line.strip():
+                print(f"warning: {path}:{n}: unreadable line skipped (a run killed while writing it?)")
+    return rows
+
+
+def write_csv(path, tasks, deg, rows, methods, main_method, ratios):
+    """per_task.csv: one line per selected task; per method its speedup (x, empty = failed or not measured), status
+    and time (ms); for the kernels also the hack, custom_kernel_calls, cuda_source, CUDA-L1's published scores and
+    the `ratios` columns ({"kernels vs compile": {task: x}, ...})."""
+    names = [t["name"] for t in tasks]
+    pub_keys = sorted({k for n in names for k in (rows.get((n, main_method), {}).get("published") or {})})
+    head = ["task", "level", "degenerate", "eager_ms"] + [f"{m}_{c}" for m in methods for c in ("speedup", "status", "ms")]
+    if main_method:
+        head += ["hack", "custom_kernel_calls", "cuda_source", "num_samples", "num_correct"] + pub_keys + list(ratios)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(head)
+        for t in tasks:
+            n = t["name"]
+            line = [n, t["level"], deg[n], (rows.get((n, "eager")) or {}).get("ref_ms")]
+            for m in methods:
+                r = rows.get((n, m)) or {}
+                line += [r.get("speedup"), r.get("status"), r.get("ref_ms" if m == "eager" else "cand_ms")]
+            if main_method:
+                r = rows.get((n, main_method)) or {}
+                line += [r.get(k) for k in ("hack", "custom_kernel_calls", "cuda_source", "num_samples", "num_correct")]
+                line += [(r.get("published") or {}).get(k) for k in pub_keys] + [v.get(n) for v in ratios.values()]
+            w.writerow(["" if v is None else v for v in line])
+
+
+def plot(spd, methods, levels_, timed, rows, out_dir):
+    """Sorted speedup curves per level (failures at 1.0x); the kernels' speedup against each baseline's, or, with
+    no kernels, each baseline's speedup against the eager time of the task."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(levels_), figsize=(5 * len(levels_), 4), squeeze=False)
+    for ax, (lvl, names) in zip(axes[0], levels_):
+        for m in methods:
+            ax.plot(sorted((spd[m].get(t) or 1.0 for t in names), reverse=True), label=m)
+        ax.set(yscale="log", title=lvl, xlabel="task (sorted)", ylabel="speedup vs eager (x)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "speedup_sorted.png"), dpi=120)
+    fig, axes = plt.subplots(1, max(1, len(timed)), figsize=(4.5 * max(1, len(timed)), 4), squeeze=False)
+    for ax, b in zip(axes[0], timed):  # one point per task where both succeeded; above the diagonal = kernel faster
+        if methods[0] in BASELINES:
+            pts = [((rows.get((t, "eager")) or {}).get("ref_ms"), s) for t, s in spd[b].items() if s]
+            pts = [p for p in pts if p[0]]
+            ax.axhline(1, color="gray", lw=0.5)
+            ax.set(xlabel="eager time (ms)", ylabel=f"{b} speedup (x)")
+        else:
+            pts = [(spd[b][t], k) for t, k in spd[methods[0]].items() if k and spd[b].get(t)]
+            ax.axline((1, 1), slope=1, color="gray", lw=0.5)
+            ax.set(xlabel=f"{b} speedup (x)", ylabel=f"{methods[0]} speedup (x)")
+        if pts:
+            ax.scatter(*zip(*pts), s=10)
+        ax.set(xscale="log", yscale="log")
+    if timed:
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, "speedup_vs_baselines.png"), dpi=120)
+    plt.close("all")
+
+
+def this_run():
+    """What this invocation is: command, date, commit, Triton version (torch, CUDA and the GPU come with bench's
+    records). A measuring run appends it to runs.jsonl, so a table measured over several calls names them all."""
+    run = dict(command="python evaluate.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+               date_utc=time.strftime("%Y-%m-%d %H:%M", time.gmtime()), git_commit=None, triton_version=None)
+    try:
+        import triton
+        run["triton_version"] = triton.__version__
+    except Exception:
+        pass
+    try:
+        git = lambda *a: subprocess.run(["git", *a], cwd=common.ROOT, capture_output=True, text=True, timeout=10).stdout
+        run["git_commit"] = git("rev-parse", "--short", "HEAD").strip() + ("-dirty" if git("status", "--porcelain", "-uno").strip() else "")
+    except Exception:
+        pass
+    return run
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--_warm":
+        sys.exit(warm_child(sys.argv[2]))
     config = common.configure(globals())
-    common.check_device(device)
+    if not summarize_only:
+        common.check_device(device)
     if kernels and not os.path.exists(kernels):
         sys.exit(f"error: kernels file {kernels!r} not found")
     t0 = time.time()
-    if bool(kernels) == bool(model):
-        sys.exit("error: give exactly one of --kernels=FILE and --model=NAME")
+    if kernels and model:
+        sys.exit("error: give at most one of --kernels=FILE and --model=NAME (neither: the baselines alone)")
     if prompt not in ("stage1", "contrastive"):
         sys.exit(f"error: --prompt must be stage1 or contrastive, not {prompt!r}")
     bl = [b.strip() for b in baselines.split(",") if b.strip()]
     if set(bl) - set(BASELINES):
         sys.exit(f"error: unknown baselines {sorted(set(bl) - set(BASELINES))} (known: {', '.join(BASELINES)})")
-    timed = [b for b in bl if b != "eager"]
-    main_method = "kernels" if kernels else "model"
-    source = kernels or model
+    main_method = "kernels" if kernels else "model" if model else None
+    if not main_method and not bl:
+        sys.exit("error: nothing to evaluate: no --kernels, no --model and no --baselines")
+    source = kernels or model or "baselines only"
     tasks_file = tasks_file or os.path.join(out_dir, "tasks.jsonl")
     db_file = db_file or os.path.join(out_dir, "rl", "db.json")
     out_dir = eval_dir or os.path.join(out_dir, "eval")  # from here on out_dir is where this stage writes
     os.makedirs(out_dir, exist_ok=True)
+    res_path = os.path.join(out_dir, "results.jsonl")
+    rows = read_results(res_path)  # every (task, method) row already measured is kept and not measured again
+    runs_path = os.path.join(out_dir, "runs.jsonl")
+    if not summarize_only:
+        common.append_jsonl(runs_path, this_run())
 
     # ---- the task set: prepare.py's file or KernelBench; without either, the references inside the kernels file
     tasks = load_tasks(tasks_file, kernelbench_dir)
+    task_source = tasks_file if os.path.exists(tasks_file) else kernelbench_dir or "the kernels file's ref_code"
     krows = read_kernels(kernels) if kernels else []
-    if tasks is None:
-        if not krows or any(k["ref_code"] is None for k in krows):
-            sys.exit(f"error: no task set ({tasks_file} does not exist) and the kernels file does not carry ref_code")
+    if tasks is None and krows and all(k["ref_code"] for k in krows):
         tasks = list({k["task"]: dict(name=k["task"], level=k["level"], src=k["ref_code"], split=None) for k in krows}.values())
+    if tasks is None and summarize_only:  # the report alone needs only the names
+        tasks = [dict(name=n, level=level_of(n), src=None, split=None) for n in dict.fromkeys(t for t, _ in rows)]
+    if tasks is None:
+        sys.exit(f"error: no task set: {tasks_file} does not exist, no --kernelbench_dir, and no kernels file with ref_code")
     outside = {k["task"] for k in match_tasks(krows, tasks)} - {t["name"] for t in tasks}
     if outside:
         print(f"ignoring the kernels of {len(outside)} tasks not in the task set: {sorted(outside)[:5]}")
@@ -365,135 +610,218 @@ if __name__ == "__main__":
             if any(t.get("split") is None for t in tasks):
                 sys.exit("error: --split needs a tasks_file with a split field (prepare.py writes one)")
             tasks = [t for t in tasks if t["split"] == split]
-    if not allow_degenerate and any(t.get("degenerate") for t in tasks):
-        print(f"dropping {sum(bool(t.get('degenerate')) for t in tasks)} degenerate tasks (REFERENCE.md §3)")
-        tasks = [t for t in tasks if not t.get("degenerate")]
     if not tasks:
         sys.exit(f"error: no tasks left after the selection (levels={levels!r}, split={split!r}, "
                  f"task_names={task_names!r})")
     tasks.sort(key=lambda t: (t["level"], task_id_of(t["name"]) or 0, t["name"]))
     names = [t["name"] for t in tasks]
+    order = [t["name"] for t in interleave(tasks)]
     ref = {t["name"]: t["src"] for t in tasks}
+    own_ref = set()
     for k in krows:  # a kernel that brings its own reference (CUDA-L1) is timed against it, and so are the baselines
         if k["task"] in ref and k["ref_code"]:
             ref[k["task"]] = k["ref_code"]
-    print(f"{len(tasks)} tasks, {main_method} from {source}, baselines {bl}, device {device}, protocol {protocol}")
-
-    # ---- resume: every (task, method) row already in results.jsonl is kept and not measured again
-    res_path = os.path.join(out_dir, "results.jsonl")
-    old = common.read_jsonl(res_path) if os.path.exists(res_path) else []
-    other = {r.get("source") for r in old if r["method"] == main_method} - {source}
-    if other:
+            own_ref.add(k["task"])
+    import bench
+    unavailable = {}
+    if "cuda_graph" in bl and not device.startswith("cuda"):
+        unavailable["cuda_graph"] = "needs a CUDA device"
+    timed = [b for b in bl if b != "eager" and b not in unavailable]
+    other = {r.get("source") for r in rows.values() if r["method"] == main_method} - {source}
+    if main_method and other:
         sys.exit(f"error: {res_path} holds results of {sorted(other)}; use another --eval_dir")
-    done = {(r["task"], r["method"]) for r in old}
-    todo = [n for n in names if (n, main_method) not in done]
-    print(f"resumed: {len(names) - len(todo)} tasks already measured, {len(todo)} to go")
+    print(f"{len(tasks)} tasks from {task_source}, {main_method or 'no kernels'} from {source}, baselines {bl}, device {device}, "
+          f"protocol {protocol}; {len({t for t, _ in rows})} tasks have rows in {res_path}")
     bench_kw = dict(device=device, protocol=protocol, atol=atol, rtol=rtol, timeout_s=timeout_s,
+                    num_correct_trials=num_correct_trials or None, time_budget_s=time_budget_s,
                     arch=(arch or None) if device.startswith("cuda") else None)
+    signal.signal(signal.SIGTERM, _interrupt)  # `timeout` / kill: stop measuring, still write the report
+    try:
+        # ---- phase 1: the candidates (samples[task] = list of (code or None, why there is no code)), in chunks
+        todo = [n for n in order if main_method and (n, main_method) not in rows and not summarize_only]
+        samples = {n: [] for n in todo}
+        published = {}
+        for k in krows:
+            if k["task"] in samples:
+                samples[k["task"]].append((k["code"], "no kernel in the kernels file"))
+                published[k["task"]] = k["published"] or published.get(k["task"])
+        if model and todo:
+            db = json.load(open(db_file)) if prompt == "contrastive" and db_file else {}
+            top2 = {n: [(e["code"], e["speedup"]) for e in sorted(db.get(n, []), key=lambda e: -e["speedup"])[:2]] for n in todo}
+            prompts = [common.stage1_prompt(ref[n], gpu_name) if prompt == "stage1"
+                       else common.contrastive_prompt(ref[n], top2[n], gpu_name) for n in todo]
+            try:
+                lm, tok = common.load_model(model, device=device)
+            except RuntimeError as e:
+                sys.exit(f"error: {e}")
+            gen = common.generate(lm, tok, prompts, num_samples, max_new_tokens, temperature)
+            for i, g in enumerate(tqdm(gen, total=len(prompts) * num_samples, desc="generate")):
+                code, err = common.extract_code(g["text"])
+                err = err and ("format error: " + err + (" (truncated at max_new_tokens)" if g["truncated"] else ""))
+                samples[todo[i // num_samples]].append((code, err))
+                common.append_jsonl(os.path.join(out_dir, "samples.jsonl"),
+                                    dict(task=todo[i // num_samples], text=g["text"], truncated=g["truncated"], error=err))
+            del lm, gen
+            if device.startswith("cuda"):
+                import torch
+                torch.cuda.empty_cache()
+        if main_method:
+            print(f"phase 1: {sum(bool(c) for n in todo for c, _ in samples[n])} candidates of {len(todo)} tasks "
+                  f"({len(names) - len(todo)} tasks already measured)")
+        for i in range(0, len(todo), chunk_tasks or 16):
+            part = todo[i:i + (chunk_tasks or 16)]
+            results = iter(run_bench([(n, ref[n], code) for n in part for code, _ in samples[n] if code],
+                                     static_checks=True, **bench_kw))
+            for n in part:
+                per = [next(results) if code else dict(status="format" if model else "missing", correct=False,
+                                                       speedup=None, error=why) for code, why in samples[n]]
+                best = pick_best(per) or dict(status="missing", correct=False, speedup=None, error="no kernel for this task")
+                code = next((samples[n][i][0] for i, r in enumerate(per) if r is best), None)
+                extra = dict(source=source, num_samples=len(per), num_correct=sum(bool(r.get("correct")) for r in per),
+                             sample_status=[r.get("status") for r in per], sample_hacks=[r.get("hack") for r in per],
+                             cuda_source=bool(code and re.search(r"__global__|load_inline", code)))
+                if published.get(n):
+                    extra["published"] = published[n]
+                if model and best.get("correct"):
+                    extra["code"] = code
+                rows[(n, main_method)] = record(n, main_method, best, **extra)
+                common.append_jsonl(res_path, rows[(n, main_method)])
 
-    # ---- phase 1: the candidates (samples[task] = list of (code or None, why there is no code))
-    samples = {n: [] for n in todo}
-    published = {}
-    for k in krows:
-        if k["task"] in samples:
-            samples[k["task"]].append((k["code"], "no kernel in the kernels file"))
-            published[k["task"]] = k["published"] or published.get(k["task"])
-    if model and todo:
-        db = json.load(open(db_file)) if prompt == "contrastive" and db_file else {}
-        top2 = {n: [(e["code"], e["speedup"]) for e in sorted(db.get(n, []), key=lambda e: -e["speedup"])[:2]] for n in todo}
-        prompts = [common.stage1_prompt(ref[n], gpu_name) if prompt == "stage1"
-                   else common.contrastive_prompt(ref[n], top2[n], gpu_name) for n in todo]
-        try:
-            lm, tok = common.load_model(model, device=device)
-        except RuntimeError as e:
-            sys.exit(f"error: {e}")
-        gen = common.generate(lm, tok, prompts, num_samples, max_new_tokens, temperature)
-        for i, g in enumerate(tqdm(gen, total=len(prompts) * num_samples, desc="generate")):
-            code, err = common.extract_code(g["text"])
-            err = err and ("format error: " + err + (" (truncated at max_new_tokens)" if g["truncated"] else ""))
-            samples[todo[i // num_samples]].append((code, err))
-            common.append_jsonl(os.path.join(out_dir, "samples.jsonl"),
-                                dict(task=todo[i // num_samples], text=g["text"], truncated=g["truncated"], error=err))
-        del lm, gen
-        if device.startswith("cuda"):
-            import torch
-            torch.cuda.empty_cache()
-    jobs = [(n, ref[n], code) for n in todo for code, _ in samples[n] if code]
-    print(f"phase 1: {len(jobs)} candidates of {len(todo)} tasks")
-    results = iter(run_bench(jobs, static_checks=True, **bench_kw))
-    for n in todo:
-        per = [next(results) if code else dict(status="format" if model else "missing", correct=False, speedup=None,
-                                               error=why) for code, why in samples[n]]
-        best = pick_best(per) or dict(status="missing", correct=False, speedup=None, error="no kernel for this task")
-        extra = dict(source=source, num_samples=len(per), num_correct=sum(bool(r.get("correct")) for r in per),
-                     sample_status=[r.get("status") for r in per])
-        if published.get(n):
-            extra["published"] = published[n]
-        if model and best.get("correct"):
-            extra["code"] = samples[n][next(i for i, r in enumerate(per) if r is best)][0]
-        common.append_jsonl(res_path, record(n, main_method, best, **extra))
+        # ---- degenerate status of tasks that carry their own reference (or lack the tasks_file field)
+        unknown = [t for t in tasks if degenerate_of(t, t["name"] in own_ref, {})[0] is None
+                   and (t["name"], "screen") not in rows]
+        if unknown and str(screen_degenerate) in ("True", "auto" if device.startswith("cuda") else "True") \
+                and not summarize_only:
+            for t in tqdm(unknown, desc="degenerate screen"):
+                try:
+                    r = bench.degenerate_screen(ref[t["name"]], task_name=t["name"], device=device, atol=atol, rtol=rtol)
+                except Exception as e:
+                    r = dict(degenerate=None, status="crash", error=f"{type(e).__name__}: {e}")
+                rows[(t["name"], "screen")] = dict(task=t["name"], level=t["level"], method="screen", **{
+                    k: r.get(k) for k in ("degenerate", "passed", "status", "error")})
+                common.append_jsonl(res_path, rows[(t["name"], "screen")])
 
-    # ---- phase 2: the baselines, trusted modules (static checks off) in one more evaluate_many call
-    # eager is the reference itself (1.0x); its time is the median ref_ms of the runs of its task, and a task that has
-    # none yet (its kernel failed before timing, no timed baseline) gets a run of the reference against itself
-    rows = {(r["task"], r["method"]): r for r in common.read_jsonl(res_path)}  # the last row of a pair wins
+        # ---- phase 2: the baselines, trusted modules (static checks off), a chunk of tasks at a time: first the
+        # compile baselines of the chunk into the shared cache in parallel, then every baseline timed one by one.
+        # eager is the reference itself (1.0x); its time is the median ref_ms of the task's runs, and a task that has
+        # none (everything else failed before timing) gets a run of the reference against itself.
+        def ref_ms(n):
+            ms = [r["ref_ms"] for (t, m), r in rows.items() if t == n and m != "eager" and r.get("ref_ms")]
+            return float(np.median(ms)) if ms else None
+        btodo = [n for n in order if not summarize_only and
+                 (any((n, b) not in rows for b in timed) or ("eager" in bl and (n, "eager") not in rows))]
+        print(f"phase 2: baselines of {len(btodo)} tasks ({len(names) - len(btodo)} done); compile cache "
+              f"{cache_env()['TORCHINDUCTOR_CACHE_DIR']}" + "".join(f"; {b} unavailable: {why}"
+                                                                          for b, why in unavailable.items()))
+        bar = tqdm(total=len(btodo), desc="baselines")
+        step = chunk_tasks or max(1, compile_workers // max(1, sum(b in COMPILED for b in timed)))  # one wave of warm-ups
+        for i in range(0, len(btodo), step):
+            part = btodo[i:i + step]
+            jobs = [(n, b) for n in part for b in timed if (n, b) not in rows]
+            if compile_workers > 0 and any(b in COMPILED for _, b in jobs):
+                st = warm([(n, ref[n], baseline_source(ref[n], b)) for n, b in jobs if b in COMPILED])
+                tqdm.write(f"warm-up of {sum(b in COMPILED for _, b in jobs)} compile baselines: {st}")
+            for n in part:
+                for b in timed:
+                    if (n, b) in rows:
+                        continue
+                    kw = dict(bench_kw, static_checks=False)
+                    if b in COMPILED:
+                        kw["extra_env"] = cache_env()
+                    if b == "cudnn_benchmark":
+                        kw["flags_override"] = {"cudnn_benchmark": True}
+                    rows[(n, b)] = record(n, b, bench_one(n, ref[n], baseline_source(ref[n], b), **kw))
+                    common.append_jsonl(res_path, rows[(n, b)])
+                    tqdm.write(f"{n} {b}: {rows[(n, b)]['status']} "
+                               f"{rows[(n, b)]['speedup'] or 0:.2f}x ({rows[(n, b)].get('eval_s') or 0:.0f} s)")
+                if "eager" in bl and (n, "eager") not in rows:
+                    ms = ref_ms(n)
+                    res = dict(status="ok", correct=True, speedup=1.0, ref_ms=ms)
+                    if ms is None:
+                        res = bench_one(n, ref[n], baseline_source(ref[n], "eager"), static_checks=False, **bench_kw)
+                        res = dict(res, speedup=1.0 if res.get("ref_ms") else None)
+                    rows[(n, "eager")] = record(n, "eager", res)
+                    common.append_jsonl(res_path, rows[(n, "eager")])
+                bar.update(1)
+        bar.close()
+    except KeyboardInterrupt as e:
+        print(f"\ninterrupted ({e or 'Ctrl-C'}): the report below covers what was measured; rerun the same command "
+              "to continue")
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
-    def ref_ms(n, extra=()):
-        ms = [r["ref_ms"] for (t, _), r in rows.items() if t == n and r.get("ref_ms")] + [m for m in extra if m]
-        return float(np.median(ms)) if ms else None
-    bjobs = [(n, b) for n in names for b in timed if (n, b) not in rows]
-    bjobs += [(n, "eager") for n in names if "eager" in bl and (n, "eager") not in rows and ref_ms(n) is None]
-    print(f"phase 2: {len(bjobs)} baseline runs")
-    eager_ms = {}
-    for (n, b), res in zip(bjobs, run_bench([(n, ref[n], baseline_source(ref[n], b)) for n, b in bjobs],
-                                            static_checks=False, **bench_kw)):
-        if b == "eager":
-            eager_ms[n] = res.get("ref_ms")
-            continue
-        if b == "cudnn_benchmark" and res.get("hack"):
-            res = dict(res, status="unavailable", correct=False,
-                       error=f"bench flags the cudnn.benchmark change at runtime ({res['hack']}); needs bench support")
-        rows[(n, b)] = record(n, b, res)
-        common.append_jsonl(res_path, rows[(n, b)])
-    for n in names:
-        if "eager" in bl and (n, "eager") not in rows:
-            rows[(n, "eager")] = record(n, "eager", dict(status="ok", correct=True, speedup=1.0,
-                                                         ref_ms=ref_ms(n, [eager_ms.get(n)])))
-            common.append_jsonl(res_path, rows[(n, "eager")])
-
-    # ---- report: per method, per level and over all tasks
-    spd = {m: {n: rows[(n, m)]["speedup"] for n in names if (n, m) in rows} for m in [main_method] + bl}
-    unavailable = [b for b in timed if any(rows.get((n, b), {}).get("status") == "unavailable" for n in names)]
-    methods = [main_method] + [b for b in bl if b not in unavailable]
-    for b in timed:
-        if b not in unavailable:  # kernel over baseline, task by task; eager where the baseline failed
+    # ---- report: per method, per level and over all tasks, with and without the degenerate tasks
+    screened = {t: r.get("degenerate") for (t, m), r in rows.items() if m == "screen"}
+    deg, deg_src = {}, collections.Counter()
+    for t in tasks:
+        deg[t["name"]], s = degenerate_of(t, t["name"] in own_ref, screened)
+        deg_src[s] += 1
+    methods = ([main_method] if main_method else []) + [b for b in bl if b not in unavailable]
+    measured = [n for n in names if all((n, m) in rows for m in methods)]
+    missing = [n for n in names if n not in measured]
+    spd = {m: {n: rows[(n, m)]["speedup"] for n in measured} for m in methods}
+    table_methods = list(methods)
+    if main_method:
+        for b in timed:  # kernel over baseline, task by task; eager where the baseline failed
             spd[f"{main_method} vs {b}"] = {n: (k / spd[b][n] if spd[b].get(n) else k) if k else None
                                             for n, k in spd[main_method].items()}
-            methods.append(f"{main_method} vs {b}")
-    pub = {n: rows[(n, main_method)].get("published") or {} for n in names if (n, main_method) in rows}
-    for b, key in PUBLISHED.items() if any(pub.values()) else ():  # CUDA-L1's own numbers, for comparison only
-        if b == "eager" or b in bl:
-            m = "published" + (f" vs {b}" if b != "eager" else "")
-            spd[m] = {n: p[key] if good(p.get(key)) else None for n, p in pub.items()}
-            methods.append(m)
-    by_level = [(f"level{L}", [t["name"] for t in tasks if t["level"] == L]) for L in sorted({t["level"] for t in tasks})]
-    by_level.append(("all", names))
-    entries = [dict(method=m, level=lvl, **summarize([spd[m].get(n) for n in ns])) for m in methods for lvl, ns in by_level]
+            table_methods.append(f"{main_method} vs {b}")
+        pub = {n: rows[(n, main_method)].get("published") or {} for n in measured}
+        for b, key in PUBLISHED.items() if any(pub.values()) else ():  # CUDA-L1's own numbers, for comparison only
+            if b == "eager" or b in bl:
+                m = "published" + (f" vs {b}" if b != "eager" else "")
+                spd[m] = {n: p[key] if good(p.get(key)) else None for n, p in pub.items()}
+                table_methods.append(m)
+    level_by_name = {t["name"]: t["level"] for t in tasks}
+    by_level = [(f"level{L}", [n for n in measured if level_by_name[n] == L])
+                for L in sorted({level_by_name[n] for n in measured}, key=str)]
+    by_level.append(("all", measured))
+    runs = common.read_jsonl(runs_path) if os.path.exists(runs_path) else []
     env = next(({k: r.get(k) for k in ("device_name", "torch_version", "cuda_version", "protocol")}
                 for r in rows.values() if r.get("device_name")), {})
-    table = markdown_table(entries) + "".join(f"\n- {b}: unavailable (bench flags it at runtime; needs bench support)"
-                                              for b in unavailable)
-    print("\n" + table)
+    runs = runs or [this_run()]  # a re-summary names only the runs that measured
+    env.update({k: v for k, v in runs[-1].items() if k != "command"}, commands=[r["command"] for r in runs])
+    tables = {}
+    unknown_deg = [n for n in measured if deg[n] is None]
+    variants = [("all tasks", lambda n: True)] + ([] if unknown_deg else [("without degenerate tasks", lambda n: not deg[n])])
+    for title, keep in variants:
+        tables[title] = [dict(method=m, level=lvl, **summarize([spd[m].get(n) for n in ns if keep(n)]))
+                         for m in table_methods for lvl, ns in by_level]
+    text = (f"speedup = t_eager / t_method (x); a failed task counts as 1.0x except in 'mean ok'; ok and >1.01x are "
+            f"counts of tasks; fast_p = share of all tasks correct with speedup > p. Device {env.get('device_name') or device}, "
+            f"torch {env.get('torch_version')}, CUDA {env.get('cuda_version')}, Triton {env.get('triton_version')}, "
+            f"protocol {protocol}, atol {atol}, rtol {rtol}, commit {env.get('git_commit')}, {env['date_utc']} UTC.\n"
+            + "".join(f"Command: `{c}`\n" for c in env["commands"]) + f"\nMeasured {len(measured)} of {len(names)} selected tasks"
+            + (f"; missing ({len(missing)}): {', '.join(missing[:40])}{' ...' if len(missing) > 40 else ''}" if missing else "")
+            + f".\nDegenerate tasks (REFERENCE.md §3): {sum(bool(deg[n]) for n in measured)} of the measured; sources: "
+            + ", ".join(f"{s} {c}" for s, c in deg_src.items()) + ".\n")
+    for title, entries in tables.items():
+        text += f"\n### {title}\n\n" + markdown_table(entries)
+    if unknown_deg:
+        text += f"\n### without degenerate tasks\n\nunknown: {len(unknown_deg)} measured tasks have no degenerate " \
+                f"status (no tasks_file field, no screen, not a KernelBench L1-L3 name): {', '.join(unknown_deg[:10])}\n"
+    text += "".join(f"\n- {b}: unavailable ({why})" for b, why in unavailable.items())
+    mix, hacks = {}, {m: hack_counts([rows[(n, m)] for n in measured]) for m in methods}
+    if main_method:
+        mix = {lvl: kernel_mix([rows[(n, main_method)] for n in ns]) for lvl, ns in by_level}
+        text += ("\n\n### what the correct kernels are (bench's custom_kernel_calls in the first correctness trial)\n\n"
+                 "| level | correct | custom kernel ran | PyTorch only | unknown | CUDA in source | share custom |\n"
+                 "|---|---:|---:|---:|---:|---:|---:|\n"
+                 + "".join(f"| {lvl} | {x['correct']} | {x['custom_ran']} | {x['pytorch_only']} | {x['unknown']} | "
+                           f"{x['cuda_source']} | {x['custom_ran'] / x['correct'] if x['correct'] else 0:.0%} |\n"
+                           for lvl, x in mix.items()))
+    text += "\n\nhacks named by bench, by kind: " + ("; ".join(f"{m}: " + ", ".join(f"{k} {v}" for k, v in h.items())
+                                                             for m, h in hacks.items() if h) or "none") + "\n"
+    print("\n" + text)
     with open(os.path.join(out_dir, "summary.md"), "w") as f:
-        f.write(f"# Evaluation: {main_method} = {source}\n\nspeedup = t_eager / t_method (x); a failed task counts as "
-                f"1.0x except in 'mean ok'; fast_p = share of all tasks correct with speedup > p. Device: "
-                f"{env.get('device_name') or device}, protocol {protocol}, atol {atol}, rtol {rtol}.\n\n{table}\n")
-    common.write_json_atomic(os.path.join(out_dir, "summary.json"),
-                             dict(config=config, env=env, unavailable=unavailable, rows=entries,
-                                  elapsed_s=round(time.time() - t0, 1)))
+        f.write(f"# Evaluation: {main_method or 'baselines'} = {source}\n\n{text}")
+    common.write_json_atomic(os.path.join(out_dir, "summary.json"), dict(
+        config=config, env=env, unavailable=unavailable, measured=len(measured), missing=missing,
+        degenerate={n: deg[n] for n in names}, tables=tables, kernel_mix=mix, hacks=hacks,
+        elapsed_s=round(time.time() - t0, 1)))
+    write_csv(os.path.join(out_dir, "per_task.csv"), tasks, deg, rows, methods, main_method,
+              {m: spd[m] for m in table_methods if " vs " in m})
     try:
-        plot(spd, [m for m in methods if " vs " not in m and not m.startswith("published")], by_level,
-             [b for b in timed if b not in unavailable], out_dir)
+        plot(spd, methods, by_level, timed, rows, out_dir)
     except Exception as e:  # a plot is never worth losing the run
         print(f"plotting failed: {type(e).__name__}: {e}")
-    print(f"wrote {out_dir}/results.jsonl, summary.md, summary.json and plots in {time.time() - t0:.0f}s")
+    print(f"wrote {out_dir}/results.jsonl, summary.md, summary.json, per_task.csv and plots in {time.time() - t0:.0f}s")

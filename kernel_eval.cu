@@ -7,7 +7,10 @@
 // about 30 s (REFERENCE.md section 2). Every launcher runs on the stream it is given (the caller's current
 // stream) and returns cudaGetLastError(), which the wrapper turns into a Python exception.
 //
-//   l2_flush     writes every int32 of a buffer (2x the L2 size), so no timed call finds its data in L2
+//   l2_flush     writes every int32 of a buffer (2x the L2 size), so no timed call finds its data in L2; first
+//                it turns persisting L2 lines back to normal and sets the persisting set-aside to 0, so a
+//                candidate's access-policy window cannot keep its data in L2 across calls (REFERENCE.md
+//                section 4 "L2 persistence"; normal writes alone do not evict persisting lines)
 //   poison_fill  fills a buffer's bytes with 0xFF (NaN for every float type), so a candidate that returns
 //                uninitialised memory gets poison instead of a freed reference answer (REFERENCE.md section 4)
 //   compare      [max_abs_err, max_rel_err, mismatches, nans] of out vs ref in ONE pass over float32 data
@@ -135,6 +138,11 @@ __global__ void compare_finalize_kernel(const unsigned int* acc_bits, const unsi
 // ---- launchers: raw pointers in, cudaError_t out (declared again in the C++ wrapper below) ----
 
 cudaError_t cudal1_l2_flush(int32_t* buf, int64_t n, cudaStream_t stream) {
+    size_t persisting = 0;
+    if (cudaDeviceGetLimit(&persisting, cudaLimitPersistingL2CacheSize) == cudaSuccess && persisting > 0)
+        cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+    cudaCtxResetPersistingL2Cache();
+    cudaGetLastError();                                  // neither is supported everywhere: not an error here
     if (n <= 0) return cudaSuccess;
     l2_flush_kernel<<<blocks_for(n), kThreads, 0, stream>>>(buf, n);
     return cudaGetLastError();

@@ -4,6 +4,7 @@ Stage 3 of CUDA-L1: contrastive reinforcement learning with GRPO, in plain PyTor
     python rl.py --gpu a100          # a real run: Qwen2.5-Coder-1.5B-Instruct on the KernelBench train split
     python rl.py --preset=tiny       # prepare -> sft -> rl -> evaluate on 4 KernelBench tasks with a tiny model
     python rl.py --preset=tiny_cpu   # the same on project-written CPU tasks, no GPU needed
+    torchrun --nproc_per_node=2 rl.py --preset=tiny   # data parallel: num_prompts split over the GPUs
 
 One step, read top to bottom in the loop at the end of this file:
  1. pick num_prompts training tasks; for each, draw num_exemplars kernels from the task's exemplar database by
@@ -25,13 +26,21 @@ How this departs from GRPO as TRL implements it, and from the paper:
    reward and are logged to hacks.jsonl;
  - the paper's group size, learning rate, beta, epsilon, bucket width and temperature were not published;
    the defaults here are ours.
+
+Many GPUs (torchrun, issue 4): every rank holds the whole model, generates and evaluates num_prompts / world_size
+prompts on its own GPU, and gradients are summed over the ranks (the loss is divided by the totals of the whole
+batch, so the update is the one a single GPU would make on the full batch). Tasks per step come from an RNG shared
+by all ranks; exemplars and sampling from per-rank RNGs. Rewards are normalised over the full batch; the result
+cache and the exemplar database are merged across ranks every step (all_gather_object), a kernel drawn on two ranks
+is evaluated once. Only rank 0 writes logs and checkpoints. prepare.py / sft.py / evaluate.py, when chained by
+the presets, run on rank 0 alone while the others wait.
 """
-import copy
+import contextlib
 import hashlib
 import math
 import os
 import random
-import subprocess
+import signal
 import sys
 import time
 
@@ -75,12 +84,16 @@ lr = 1e-6
 weight_decay = 0.0
 grad_clip = 1.0
 micro_batch_size = 1
-gen_batch_size = 32
+gen_batch_size = 32  # completions per transformers generate() call
+use_vllm = False  # sample with a colocated vLLM engine (common.load_vllm); False = transformers generate
+vllm_gpu_memory_utilization = 0.3  # the GPU memory share vLLM may take; training needs the rest
+vllm_max_model_len = 0  # prompt + completion tokens vLLM reserves KV cache for; 0 = the model's maximum
 dtype = "bfloat16"  # autocast dtype on CUDA; weights and optimizer stay in float32
 max_steps = 200
 save_interval = 10
 seed = 1337
 resume = False
+result_cache = ""  # a JSON {key: bench result} from an earlier run on the same GPU (rl/cache.json) to reuse
 # evaluation of kernels (bench.py)
 num_correct_trials = 5
 time_budget_s = 2.0
@@ -104,7 +117,8 @@ def sample_exemplars(entries, n, rng, method="bucket", width=0.25, temp=1.0):
     bucket (CUDA-L1 §3): group kernels into speedup buckets of width `width`; choose n distinct buckets with
     P(B_i) proportional to exp((mean_i - mu) / temp), mu = mean of the bucket means, drawn without replacement;
     one kernel uniformly inside each chosen bucket. Fallbacks (documented, not in the paper): with n or fewer
-    kernels all are used; with fewer buckets than n, one kernel from each bucket and the rest uniformly from the
+    kernels all are used (a task with one successful kernel gets a one-exemplar prompt, a task with none the
+    prompt without exemplars, i.e. the stage-1 prompt, until RL finds a correct kernel); with fewer buckets than n, one kernel from each bucket and the rest uniformly from the
     remaining kernels. random: n distinct kernels uniformly (the paper's "random" ablation).
     """
     if n <= 0 or not entries:
@@ -222,19 +236,116 @@ def run_stage(script, argv, extra=()):
     """Run another stage script as a subprocess with the settings it shares with this one (+ extra args)."""
     shared = ("--preset", "--gpu", "--out_dir", "--device", "--arch", "--gpu_name", "--build_workers",
               "--kernelbench_dir", "--download")
-    args = [a for a in argv if a.split("=")[0] in shared] + list(extra)
-    print(f"$ python {script} {' '.join(args)}", flush=True)
-    if subprocess.run([sys.executable, os.path.join(common.ROOT, script)] + args).returncode != 0:
-        sys.exit(f"error: {script} failed (its message is above); fix that and run this command again")
+    common.run_script(script, [a for a in argv if a.split("=")[0] in shared] + list(extra))
+
+
+def load_database(out_dir, task_names):
+    """The cold-start exemplar database and result cache from what the earlier stages measured.
+
+    Database: {task: [{code, speedup (x), step, source}]} of every *successful* kernel: out_dir/db.json (written by
+    prepare.py) and the correct rows of out_dir/seed.jsonl (prepare's measured seed kernels, plus any imported
+    collection such as CUDA-L1's release, same row format: task, code, correct, speedup, result, variant/source),
+    each kernel once; step = -1 for all of them (before RL). Cache: {sha(task, code): bench result} of every seed
+    row, so RL never re-times a kernel prepare.py already measured on this GPU. CUDA-L1 §3; issue 4 item 2.
+    """
+    db, cache = {n: [] for n in task_names}, {}
+
+    def add(task, code, speedup, step, source):
+        if task in db and speedup is not None and all(e["code"] != code for e in db[task]):
+            db[task].append(dict(code=code, speedup=speedup, step=step, source=source))
+    if os.path.exists(os.path.join(out_dir, "db.json")):
+        for task, entries in common.json.load(open(os.path.join(out_dir, "db.json"))).items():
+            for e in entries:
+                add(task, e["code"], e["speedup"], e.get("step", -1), e.get("source", "db.json"))
+    if os.path.exists(os.path.join(out_dir, "seed.jsonl")):
+        for r in common.read_jsonl(os.path.join(out_dir, "seed.jsonl")):
+            cache[sha(r["task"], r["code"])] = r["result"]
+            if r.get("correct"):
+                add(r["task"], r["code"], r.get("speedup") or r["result"].get("speedup"), -1,
+                    r.get("source") or f"variant:{r.get('variant', '?')}")
+    return db, cache
+
+
+def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nullcontext(), world=1):
+    """One GRPO update (num_iterations optimizer steps) on this rank's completions; hyperparameters are this module's
+    config globals (beta, epsilon, epsilon_high, loss_type, micro_batch_size, temperature, grad_clip...).
+
+    rows: dicts with prompt_ids and completion_ids (lists of token ids); row_adv: (len(rows),) advantages. Under
+    torchrun each rank passes its own rows: the loss is divided by the sequence and token totals of all ranks and
+    the gradients summed over ranks (common.ddp_all_reduce_grads), so every rank makes the update one process would
+    make on the whole batch (bnpo, a per-micro-batch mean as in TRL, averages the micro-batches of all ranks).
+    Log-probs always come from `model` itself, whatever sampled the completions. Returns (stats, n_rows): stats =
+    this rank's share of {loss, kl, clip_frac, entropy} (the shares of all ranks add up to the batch values), and
+    n_rows = completions in the whole batch (0: no update was made).
+    """
+    n_rows, n_tokens = map(sum, zip(*common.ddp_gather((len(rows), sum(len(s["completion_ids"]) for s in rows)))))
+    chunks = [list(range(i, min(i + micro_batch_size, len(rows)))) for i in range(0, len(rows), micro_batch_size)]
+    old, ref = {}, {}
+    with torch.no_grad(), amp:
+        for c in chunks:
+            if num_iterations > 1:
+                old[c[0]] = completion_logp(model, [rows[i] for i in c], pad_id, temperature)[0]
+            if ref_model is not None:
+                ref[c[0]] = completion_logp(ref_model, [rows[i] for i in c], pad_id, temperature)[0]
+    stats = dict(kl=0.0, clip_frac=0.0, entropy=0.0, loss=0.0)
+    for _ in range(num_iterations if n_rows else 0):
+        for c in chunks:
+            with amp:
+                logp, ent, m = completion_logp(model, [rows[i] for i in c], pad_id, temperature)
+                loss, sts = grpo_loss(logp, old.get(c[0], logp.detach()), row_adv[c].to(logp.device), m,
+                                      ref_logp=ref.get(c[0]), beta=beta, epsilon=epsilon,
+                                      epsilon_high=epsilon_high, loss_type=loss_type,
+                                      max_completion_length=max_completion_length,
+                                      num_sequences=n_rows, num_tokens=n_tokens)
+                if loss_type == "bnpo":  # a per-micro-batch token mean (as TRL): average the shares
+                    loss = loss / (len(chunks) * world)
+            loss.backward()
+            w = len(c) / n_rows / num_iterations
+            stats["loss"] += loss.item() / num_iterations
+            stats["kl"] += sts["kl"] * w
+            stats["clip_frac"] += sts["clip_frac"] * w
+            stats["entropy"] += ((ent * m).sum() / m.sum().clamp(min=1)).item() * w
+        common.ddp_all_reduce_grads(model)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return stats, n_rows
+
+
+def step_summary(step, recs, best_seed, stats):
+    """The log line of one step from the sample records of all ranks: mean reward (raw, x); speedup (x) of correct
+    kernels: mean, median, max, and the mean over all samples with failures as 0; frac_of_best: speedup / the task's
+    best seed kernel, failures as 0; the fraction of samples per outcome; mean completion length (tokens)."""
+    N = len(recs)
+    sp = sorted(r["speedup"] for r in recs if r["speedup"] is not None)
+    frac = lambda *ks: sum(r["status"] in ks for r in recs) / N
+    return dict(step=step, reward=sum(r["reward"] for r in recs) / N, speedup_all=sum(sp) / N,
+                speedup_mean=sum(sp) / max(len(sp), 1), speedup_median=sp[len(sp) // 2] if sp else 0.0,
+                speedup_max=max(sp, default=0.0),
+                frac_of_best=sum((r["speedup"] or 0.0) / best_seed[r["task"]] for r in recs) / N,
+                ok=frac("ok"), compile_error=frac("compile_error"), incorrect=frac("incorrect"), hack=frac("hack"),
+                format_error=frac("format_error"), crash=frac("crash", "timeout", "runtime_error"),
+                completion_len=sum(r["completion_len"] for r in recs) / N,
+                truncated=sum(r["truncated"] for r in recs) / N, **stats)
+
+
+def format_line(h):
+    return (f"step {h['step']:4d} | reward {h['reward']:.3f} | speedup all {h['speedup_all']:.2f}x "
+            f"ok {h['speedup_mean']:.2f}x med {h['speedup_median']:.2f}x max {h['speedup_max']:.2f}x "
+            f"| of-best {h['frac_of_best']:.2f} | ok {h['ok']:.2f} compile {h['compile_error']:.2f} "
+            f"wrong {h['incorrect']:.2f} crash {h['crash']:.2f} hack {h['hack']:.2f} format {h['format_error']:.2f} "
+            f"| loss {h['loss']:.4f} kl {h['kl']:.4f} clip {h['clip_frac']:.3f} ent {h['entropy']:.3f} "
+            f"len {h['completion_len']:.0f} | new {h['new_kernels']} | gen {h['t_gen']:.1f}s eval {h['t_eval']:.1f}s "
+            f"train {h['t_train']:.1f}s")
 
 
 def plot(history, path):
-    """Training curves (PNG): speedup of sampled kernels and success rate per step."""
+    """Training curves (PNG): speedup of sampled kernels, outcome fractions, reward / KL / entropy per step."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     steps = [h["step"] for h in history]
-    fig, ax = plt.subplots(1, 3, figsize=(14, 3.6))
+    fig, ax = plt.subplots(1, 4, figsize=(18, 3.6))
     ax[0].plot(steps, [h["speedup_all"] for h in history], label="mean speedup, failures as 0")
     ax[0].plot(steps, [h["speedup_mean"] for h in history], label="mean speedup of correct kernels")
     ax[0].set_xlabel("step"); ax[0].set_ylabel("x"); ax[0].legend(fontsize=7)
@@ -244,6 +355,9 @@ def plot(history, path):
     for k in ("ok", "compile_error", "incorrect", "crash", "hack", "format_error"):
         ax[2].plot(steps, [h[k] for h in history], label=k)
     ax[2].set_xlabel("step"); ax[2].set_ylabel("fraction of samples"); ax[2].legend(fontsize=7)
+    for k in ("reward", "kl", "entropy", "clip_frac"):
+        ax[3].plot(steps, [h[k] for h in history], label=k)
+    ax[3].set_xlabel("step"); ax[3].set_yscale("symlog", linthresh=1e-3); ax[3].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -252,89 +366,135 @@ def plot(history, path):
 if __name__ == "__main__":
     import bench
     common.configure(globals())
+    for key, ok in (("loss_type", ("grpo", "bnpo", "dr_grpo", "dapo")), ("scale_rewards", ("group", "batch", "none")),
+                    ("exemplar_sampling", ("bucket", "random")), ("split", ("train", "eval", "all"))):
+        if globals()[key] not in ok:
+            sys.exit(f"error: --{key}={globals()[key]!r}; choose one of {', '.join(ok)}")
     common.check_device(device)
     argv = sys.argv[1:]
+    rank, world, local_rank, device = common.ddp_setup(device)
+    master = rank == 0  # only rank 0 writes files
+    assert num_prompts % world == 0, f"num_prompts={num_prompts} must be a multiple of the {world} ranks"
+    k_local = num_prompts // world  # prompts of this rank
     rl_dir = os.path.join(out_dir, "rl")
-    if prepare_if_missing and not os.path.exists(os.path.join(out_dir, "db.json")):
+    # the earlier stages, when the preset chains them: rank 0 runs them, the other ranks wait at the barrier
+    if master and prepare_if_missing and not os.path.exists(os.path.join(out_dir, "db.json")):
         run_stage("prepare.py", argv)
-    if prepare_if_missing and not policy and not os.path.exists(os.path.join(out_dir, "sft", "config.json")):
+    if master and prepare_if_missing and not policy and not os.path.exists(os.path.join(out_dir, "sft", "config.json")):
         run_stage("sft.py", argv)
+    common.ddp_barrier()
     os.makedirs(rl_dir, exist_ok=True)
-    rng = random.Random(seed)
-    torch.manual_seed(seed)
+    rng = random.Random(seed)  # shared by all ranks: which tasks each step trains on
+    rank_rng = random.Random(seed + 1 + rank)  # this rank's exemplar draws
+    torch.manual_seed(seed + rank)  # this rank's sampling
 
     if not os.path.exists(os.path.join(out_dir, "tasks.jsonl")):
         sys.exit(f"error: no task set {out_dir}/tasks.jsonl: run prepare.py first (or give --out_dir)")
     tasks = {t["name"]: t for t in common.read_jsonl(os.path.join(out_dir, "tasks.jsonl"))}
     train_tasks = sorted(n for n, t in tasks.items() if split == "all" or t["split"] == split)
     assert train_tasks, f"no tasks with split={split!r} in {out_dir}/tasks.jsonl"
-    db_path = os.path.join(out_dir, "db.json")
-    db = common.json.load(open(db_path)) if os.path.exists(db_path) else {}
-    db = {n: db.get(n, []) for n in tasks}
-    # results measured by prepare.py for the seed kernels are reused: same GPU, same protocol, same source
-    cache = {}
-    seed_path = os.path.join(out_dir, "seed.jsonl")
-    if os.path.exists(seed_path):
-        for s in common.read_jsonl(seed_path):
-            cache[sha(s["task"], s["code"])] = s["result"]
+    db, cache = load_database(out_dir, list(tasks))
+    if result_cache:  # measurements of an earlier run on the same GPU (same task + same source = same kernel)
+        cache.update(common.json.load(open(result_cache)))
     best_seed = {n: max([e["speedup"] for e in db[n]], default=0.0) or 1.0 for n in tasks}
 
     ckpt_dir = os.path.join(rl_dir, "ckpt")
     state_path = os.path.join(ckpt_dir, "state.pt")
     resuming = resume and os.path.exists(state_path)
-    src = ckpt_dir if resuming else (policy or (os.path.join(out_dir, "sft") if os.path.exists(
-        os.path.join(out_dir, "sft", "config.json")) else default_model))
+    st = torch.load(state_path, weights_only=False) if resuming else None
+    if resume and not resuming:
+        print(f"--resume: no checkpoint in {ckpt_dir}, starting at step 0")
+    init_src = (st or {}).get("init_src") or policy or (os.path.join(out_dir, "sft") if os.path.exists(
+        os.path.join(out_dir, "sft", "config.json")) else default_model)
     try:
-        model, tok = common.load_model(src, device=device)
+        model, tok = common.load_model(ckpt_dir if resuming else init_src, device=device)
+        # the KL anchor is the model RL started from, also after a resume (not the checkpoint)
+        ref_model = common.load_model(init_src, device=device)[0].eval().requires_grad_(False) if beta else None
     except RuntimeError as e:
         raise SystemExit(f"error: {e}")
     model.train()
-    ref_model = None
-    if beta != 0.0:
-        ref_model = copy.deepcopy(model).eval().requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.99))
     step, history = 0, []
     if resuming:
-        st = torch.load(state_path, weights_only=False)
         opt.load_state_dict(st["opt"])
-        step, history, db, cache = st["step"], st["history"], st["db"], st["cache"]
-        rng.setstate(st["py_rng"])
-        torch.set_rng_state(st["torch_rng"])
-        if torch.cuda.is_available() and st.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state_all(st["cuda_rng"])
+        step, history, db, cache = st["step"], st["history"], st["db"], {**cache, **st["cache"]}
+        rng.setstate(st["rng"] if "rng" in st else st["py_rng"])  # py_rng: checkpoints of the walking skeleton
+        if len(st.get("rank_rng", [])) == world:
+            rs = st["rank_rng"][rank]
+            rank_rng.setstate(rs["py"])
+            torch.set_rng_state(rs["torch"])
+            if rs["cuda"] is not None and device.startswith("cuda"):
+                torch.cuda.set_rng_state(rs["cuda"])
+        else:  # another world size, or a Ctrl-C checkpoint of a torchrun: fresh per-rank streams
+            print(f"rank {rank}: checkpoint has no RNG state for {world} rank(s): reseeding")
+            rank_rng.seed(seed + 1 + rank + 1000 * step)
+            torch.manual_seed(seed + rank + 1000 * step)
         print(f"resumed from {ckpt_dir} at step {step}")
+    llm = None
+    if use_vllm:
+        try:
+            llm = common.load_vllm(ckpt_dir if resuming else init_src, vllm_gpu_memory_utilization, seed=seed + rank,
+                                   dtype=dtype if device.startswith("cuda") else "float32",
+                                   max_model_len=vllm_max_model_len or None)
+        except RuntimeError as e:
+            raise SystemExit(f"error: {e}")
     amp = torch.autocast("cuda", dtype=getattr(torch, dtype), enabled=device.startswith("cuda") and dtype != "float32")
-    print(f"policy {src}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params; "
-          f"{len(train_tasks)} tasks; {num_prompts}x{num_generations} samples per step")
+    if master:
+        print(f"policy {init_src}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params; {len(train_tasks)} "
+              f"tasks; {num_prompts}x{num_generations} samples per step on {world} rank(s); "
+              f"rollouts by {'vLLM' if llm else 'transformers'}")
 
-    def save():
+    def rng_state():
+        return dict(py=rank_rng.getstate(), torch=torch.get_rng_state(),
+                    cuda=torch.cuda.get_rng_state() if device.startswith("cuda") else None)
+
+    def save(rank_rngs):
+        """Rank 0 only: model, optimizer, step, history, database, result cache and every rank's RNG states."""
         os.makedirs(ckpt_dir, exist_ok=True)
         model.save_pretrained(ckpt_dir)
         tok.save_pretrained(ckpt_dir)
-        torch.save(dict(opt=opt.state_dict(), step=step, history=history, db=db, cache=cache,
-                        py_rng=rng.getstate(), torch_rng=torch.get_rng_state(),
-                        cuda_rng=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-                        config=common.config_keys(globals())), state_path + ".tmp")
+        torch.save(dict(opt=opt.state_dict(), step=step, history=history, db=db, cache=cache, rng=rng.getstate(),
+                        rank_rng=rank_rngs, init_src=init_src, config=common.config_keys(globals())),
+                   state_path + ".tmp")
         os.replace(state_path + ".tmp", state_path)
         common.write_json_atomic(os.path.join(rl_dir, "db.json"), db)
-        plot(history, os.path.join(rl_dir, "curves.png"))
+        common.write_json_atomic(os.path.join(rl_dir, "cache.json"), cache)
+        if history:
+            plot(history, os.path.join(rl_dir, "curves.png"))
 
+    # Ctrl-C (SIGINT) or SIGTERM (what torchrun sends its ranks on Ctrl-C): finish the step, save, exit with 130;
+    # the checkpoint is then at a step boundary and --resume continues exactly. A second Ctrl-C stops at once.
+    stop = []
+
+    def on_signal(sig, frame):
+        if sig == signal.SIGINT and signal.SIGINT in stop:
+            raise KeyboardInterrupt
+        if not stop and master:
+            print(f"interrupted: finishing step {step}, then saving a checkpoint (Ctrl-C again: quit without)", flush=True)
+        stop.append(sig)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
     try:
         while step < max_steps:
             t0 = time.time()
-            # 1. prompts
+            # 1. prompts: the same task list on every rank (shared rng); this rank takes its slice
             names = rng.sample(train_tasks, min(num_prompts, len(train_tasks)))
             names += rng.choices(train_tasks, k=num_prompts - len(names))  # fewer tasks than prompts: repeat
+            names = names[rank * k_local:(rank + 1) * k_local]
             prompts = []
             for n in names:
-                ex = sample_exemplars(db[n], num_exemplars, rng, exemplar_sampling, delta_s, tau)
+                ex = sample_exemplars(db[n], num_exemplars, rank_rng, exemplar_sampling, delta_s, tau)
                 prompts.append(common.contrastive_prompt(tasks[n]["src"], [(e["code"], e["speedup"]) for e in ex],
                                                          gpu_name))
             # 2. rollouts
-            samples = list(common.generate(model, tok, prompts, num_generations, max_completion_length,
-                                           temperature, top_p, batch_size=gen_batch_size))
+            if llm is not None:
+                samples = common.vllm_generate(llm, tok, prompts, num_generations, max_completion_length,
+                                               temperature, top_p)
+            else:
+                samples = list(common.generate(model, tok, prompts, num_generations, max_completion_length,
+                                               temperature, top_p, batch_size=gen_batch_size))
             t1 = time.time()
-            # 3. code extraction and evaluation of each distinct new kernel
+            # 3. code extraction and evaluation of each distinct new kernel (once over all ranks: lowest rank wins)
             todo = {}
             for i, s in enumerate(samples):
                 s["task"] = names[i // num_generations]
@@ -343,101 +503,90 @@ if __name__ == "__main__":
                     s["key"] = sha(s["task"], s["code"])
                     if s["key"] not in cache:
                         todo[s["key"]] = (s["task"], tasks[s["task"]]["src"], s["code"])
-            if todo:
-                results = bench.evaluate_many(list(todo.values()), device=device, arch=arch or None,
+            claimed = set().union(*common.ddp_gather(set(todo))[:rank])  # a collective: every rank calls it
+            mine = {k: v for k, v in todo.items() if k not in claimed}
+            results = {}
+            if mine:
+                workers = build_workers or max(1, (os.cpu_count() or 1) // world)
+                with common.visible_gpu(local_rank) if world > 1 and device.startswith("cuda") else contextlib.nullcontext():
+                    out = bench.evaluate_many(list(mine.values()), device=device.split(":")[0], arch=arch or None,
                                               num_correct_trials=num_correct_trials, time_budget_s=time_budget_s,
-                                              timeout_s=timeout_s, build_workers=build_workers or None)
-                cache.update(zip(todo.keys(), results))
+                                              timeout_s=timeout_s, build_workers=workers)
+                results = dict(zip(mine, out))
+            for part in common.ddp_gather(results):
+                cache.update(part)
             t2 = time.time()
-            # 4. rewards and advantages
+            # 4. rewards; normalised over the whole batch (all ranks), then group advantages (groups never span ranks)
             for s in samples:
                 res = cache.get(s.get("key"))
                 s["status"] = "format_error" if res is None else res["status"]
                 s["speedup"] = res["speedup"] if res is not None and res["status"] == "ok" else None
                 s["reward"] = s["speedup"] if s["speedup"] is not None else failure_reward
-                if res is not None and res["status"] == "hack":
-                    common.append_jsonl(os.path.join(rl_dir, "hacks.jsonl"),
-                                        dict(step=step, task=s["task"], hack=res.get("hack"), code=s["code"]))
-            raw = torch.tensor([s["reward"] for s in samples], dtype=torch.float32)
-            adv = group_advantages(normalise_rewards(raw, reward_clip), num_generations, scale_rewards)
-            # 5. GRPO update
-            rows = [s for s in samples if not (mask_truncated_completions and s["truncated"])]
-            row_adv = torch.tensor([float(adv[i]) for i, s in enumerate(samples)
-                                    if not (mask_truncated_completions and s["truncated"])])
-            n_tokens = sum(len(s["completion_ids"]) for s in rows)
-            chunks = [list(range(i, min(i + micro_batch_size, len(rows)))) for i in range(0, len(rows), micro_batch_size)]
-            old, ref = {}, {}
-            with torch.no_grad(), amp:
-                for c in chunks:
-                    if num_iterations > 1:
-                        old[c[0]] = completion_logp(model, [rows[i] for i in c], tok.pad_token_id, temperature)[0]
-                    if ref_model is not None:
-                        ref[c[0]] = completion_logp(ref_model, [rows[i] for i in c], tok.pad_token_id, temperature)[0]
-            stats = dict(kl=0.0, clip_frac=0.0, entropy=0.0, loss=0.0)
-            for _ in range(num_iterations if rows else 0):
-                for c in chunks:
-                    with amp:
-                        logp, ent, m = completion_logp(model, [rows[i] for i in c], tok.pad_token_id, temperature)
-                        loss, st = grpo_loss(logp, old.get(c[0], logp.detach()), row_adv[c].to(logp.device), m,
-                                             ref_logp=ref.get(c[0]), beta=beta, epsilon=epsilon,
-                                             epsilon_high=epsilon_high, loss_type=loss_type,
-                                             max_completion_length=max_completion_length,
-                                             num_sequences=len(rows), num_tokens=n_tokens)
-                        if loss_type == "bnpo":
-                            loss = loss / len(chunks)
-                    loss.backward()
-                    w = len(c) / len(rows) / num_iterations
-                    stats["loss"] += loss.item() / num_iterations
-                    stats["kl"] += st["kl"] * w
-                    stats["clip_frac"] += st["clip_frac"] * w
-                    stats["entropy"] += ((ent * m).sum() / m.sum().clamp(min=1)).item() * w
-                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-                opt.step()
-                opt.zero_grad(set_to_none=True)
+                s["hack_kind"] = res.get("hack") if res is not None and res["status"] == "hack" else None
+            N_local = len(samples)
+            raw_all = torch.tensor(sum(common.ddp_gather([s["reward"] for s in samples]), []), dtype=torch.float32)
+            norm_all = normalise_rewards(raw_all, reward_clip)
+            adv = group_advantages(norm_all, num_generations, scale_rewards)[rank * N_local:(rank + 1) * N_local]
+            norm = norm_all[rank * N_local:(rank + 1) * N_local]
+            # 5. GRPO update; the loss of each rank is divided by the totals of the whole batch, grads summed
+            keep = [i for i, s in enumerate(samples) if not (mask_truncated_completions and s["truncated"])]
+            rows = [samples[i] for i in keep]
+            row_adv = adv[keep] if keep else torch.zeros(0)
+            stats, n_rows = grpo_update(model, ref_model, opt, rows, row_adv, tok.pad_token_id, amp, world)
+            if llm is not None and n_rows:
+                common.vllm_push_weights(llm, model)  # the next rollouts sample from the updated policy
             t3 = time.time()
-            # 6. the exemplar database grows with every new correct kernel
-            for s in samples:
-                if s["speedup"] is not None and all(sha(s["task"], e["code"]) != s["key"] for e in db[s["task"]]):
-                    db[s["task"]].append(dict(code=s["code"], speedup=s["speedup"], step=step, source="rl"))
-            # log: one line per step, every sample in samples.jsonl
-            N = len(samples)
-            sp = [s["speedup"] for s in samples if s["speedup"] is not None]
-            frac = lambda k: sum(s["status"] == k for s in samples) / N
-            h = dict(step=step, reward=raw.mean().item(), speedup_all=sum(sp) / N,
-                     speedup_mean=sum(sp) / max(len(sp), 1), speedup_median=sorted(sp)[len(sp) // 2] if sp else 0.0,
-                     speedup_max=max(sp, default=0.0),
-                     frac_of_best=sum((s["speedup"] or 0.0) / best_seed[s["task"]] for s in samples) / N,
-                     ok=frac("ok"), compile_error=frac("compile_error"), incorrect=frac("incorrect"),
-                     hack=frac("hack"), format_error=frac("format_error"),
-                     crash=frac("crash") + frac("timeout") + frac("runtime_error"),
-                     completion_len=sum(len(s["completion_ids"]) for s in samples) / N,
-                     truncated=sum(s["truncated"] for s in samples) / N, new_kernels=len(todo),
-                     t_gen=t1 - t0, t_eval=t2 - t1, t_train=t3 - t2, **stats)
-            history.append(h)
-            print(f"step {step:4d} | reward {h['reward']:.3f} | speedup all {h['speedup_all']:.2f}x "
-                  f"ok {h['speedup_mean']:.2f}x med {h['speedup_median']:.2f}x max {h['speedup_max']:.2f}x "
-                  f"| of-best {h['frac_of_best']:.2f} | ok {h['ok']:.2f} compile {h['compile_error']:.2f} "
-                  f"wrong {h['incorrect']:.2f} crash {h['crash']:.2f} hack {h['hack']:.2f} "
-                  f"format {h['format_error']:.2f} | kl {h['kl']:.4f} clip {h['clip_frac']:.3f} "
-                  f"ent {h['entropy']:.3f} len {h['completion_len']:.0f} | new {len(todo)} "
-                  f"| gen {h['t_gen']:.1f}s eval {h['t_eval']:.1f}s train {h['t_train']:.1f}s", flush=True)
-            for i, s in enumerate(samples):
-                common.append_jsonl(os.path.join(rl_dir, "samples.jsonl"), dict(
-                    step=step, task=s["task"], status=s["status"], format_error=s["format_error"],
-                    speedup=s["speedup"], reward=s["reward"], advantage=float(adv[i]), truncated=s["truncated"],
-                    completion=s["text"]))
-            common.append_jsonl(os.path.join(rl_dir, "log.jsonl"), h)
+            # 6. the exemplar database grows with every new correct kernel of every rank, in rank order
+            found = [dict(task=s["task"], code=s["code"], speedup=s["speedup"]) for s in samples if s["speedup"] is not None]
+            for part in common.ddp_gather(found):
+                for e in part:
+                    if all(x["code"] != e["code"] for x in db[e["task"]]):
+                        db[e["task"]].append(dict(code=e["code"], speedup=e["speedup"], step=step, source="rl"))
+            # log (rank 0): one line per step over the samples of all ranks; every sample in samples.jsonl
+            recs = [dict(step=step, rank=rank, task=s["task"], status=s["status"], format_error=s["format_error"],
+                         hack=s["hack_kind"], speedup=s["speedup"], reward=s["reward"], reward_norm=float(norm[i]),
+                         advantage=float(adv[i]), truncated=s["truncated"], completion_len=len(s["completion_ids"]),
+                         completion=s["text"], code=s["code"]) for i, s in enumerate(samples)]
+            gathered = common.ddp_gather(dict(recs=recs, stats=stats, t=(t1 - t0, t2 - t1, t3 - t2),
+                                              new=len(mine), psum=common.param_checksum(model) if world > 1 else None))
             step += 1
-            if step % save_interval == 0 or step == max_steps:
-                save()
+            if master:
+                recs = sum((g["recs"] for g in gathered), [])
+                stats = {k: sum(g["stats"][k] for g in gathered) for k in stats}
+                h = step_summary(step - 1, recs, best_seed, stats)
+                h.update(new_kernels=sum(g["new"] for g in gathered), world_size=world,
+                         t_gen=max(g["t"][0] for g in gathered), t_eval=max(g["t"][1] for g in gathered),
+                         t_train=max(g["t"][2] for g in gathered), t_step=time.time() - t0, wall=time.time())
+                if world > 1:
+                    h["param_checksums"] = [g["psum"] for g in gathered]  # equal on every rank, or DDP is broken
+                    if len(set(h["param_checksums"])) > 1:
+                        print(f"warning: ranks hold different weights after step {step - 1}: {h['param_checksums']}")
+                history.append(h)
+                print(format_line(h), flush=True)
+                for r in recs:
+                    if r["status"] == "hack":
+                        common.append_jsonl(os.path.join(rl_dir, "hacks.jsonl"),
+                                            dict(step=r["step"], task=r["task"], hack=r["hack"], code=r["code"]))
+                    common.append_jsonl(os.path.join(rl_dir, "samples.jsonl"), r)
+                common.append_jsonl(os.path.join(rl_dir, "log.jsonl"), h)
+            halt = any(common.ddp_gather(bool(stop)))  # every rank stops at the same step
+            if step % save_interval == 0 or step == max_steps or halt:
+                rank_rngs = common.ddp_gather(rng_state())
+                if master:
+                    save(rank_rngs)
+            if halt:
+                if master:
+                    print(f"saved a checkpoint at step {step} in {ckpt_dir}; continue with --resume", flush=True)
+                sys.exit(130)
     except KeyboardInterrupt:
-        print("interrupted: saving a checkpoint (continue with --resume)")
-        save()
+        print(f"rank {rank}: stopped at once, no checkpoint written; --resume continues from the last one")
         sys.exit(130)
-    if history:
+    if master and history:
         first, last = history[0], history[-1]
         print(f"speedup of sampled kernels (failures as 0): step 0 {first['speedup_all']:.2f}x -> step {last['step']} "
               f"{last['speedup_all']:.2f}x; fraction of the best seed kernel {first['frac_of_best']:.2f} -> "
               f"{last['frac_of_best']:.2f}")
-    if run_evaluate:
+    del llm
+    common.ddp_cleanup()
+    if master and run_evaluate:
         run_stage("evaluate.py", argv, [f"--model={ckpt_dir}"])

@@ -1,18 +1,50 @@
 """
 Stages 1 and 2 of CUDA-L1: supervised fine-tuning on (prompt, response) pairs, in plain PyTorch.
 
-    python sft.py --init_from=Qwen/Qwen2.5-Coder-1.5B-Instruct --data=out/sft.jsonl   # a Hugging Face model
-    python sft.py --preset=tiny                                                       # a tiny model from scratch
+    python sft.py --init_from=Qwen/Qwen2.5-Coder-1.5B-Instruct --data=out/sft.jsonl   # stage 1, a Hugging Face model
+    python sft.py --preset=tiny                                                       # stage 1, a tiny model from scratch
+    torchrun --nproc_per_node=8 sft.py --init_from=...                                # stage 1 on 8 GPUs (DDP)
+    python sft.py --preset=tiny --self_train=True --self_train_rounds=2               # stage 2 from out_dir/sft
 
-The loss is next-token cross-entropy on the response tokens (and the EOS that ends them) only: the prompt is
-context, not a target (REFERENCE.md §1.1: "(instruction + reference) -> variant"). init_from="tiny" builds a small
-Llama from a config and trains a byte-level BPE tokenizer on the data itself, so nothing is downloaded. Without
-pre-tokenisation the BPE merges may cross spaces and newlines (up to max_token_length characters), which keeps the
-tiny run's sequences short: about 300 prompt and 100 answer tokens for a 3,000-character kernel.
+Stage 1. The loss is next-token cross-entropy on the response tokens (and the EOS that ends them) only: the prompt
+is context, not a target (REFERENCE.md §1.1: "(instruction + reference) -> variant"). Prompts go through the
+model's chat template when its tokenizer has one (common.render_prompt). On CUDA the forward runs under bf16
+autocast with float32 weights and AdamW state (param_dtype="bfloat16" stores the weights in bf16 instead: half the
+memory, coarser updates). AdamW with linear warm-up and cosine decay, gradient accumulation, optional gradient
+checkpointing, a held-out loss on val_fraction of the rows. Checkpoints (every save_interval iterations, at the end,
+and on Ctrl-C) are the Hugging Face format (transformers and vLLM load the folder) plus state.pt (optimizer,
+iteration, history, every rank's RNG states), and --resume continues exactly where the checkpoint stopped: the
+next loss equals that of an uninterrupted run (tests/test_sft.py). init_from="tiny" builds a small Llama from a
+config and trains a byte-level BPE tokenizer on the data itself, so nothing is downloaded. Without
+pre-tokenisation the BPE merges may cross spaces and newlines (up to max_token_length characters), which keeps
+the tiny run's sequences short: about 300 prompt and 100 answer tokens for a 3,000-character kernel.
 
-Output (out_dir/sft): the model and tokenizer in the Hugging Face format (transformers and vLLM load it), and
-state.pt (optimizer, iteration, RNG) for --resume.
+Multi-GPU: under torchrun every rank holds the whole model wrapped in DistributedDataParallel (common.ddp_setup;
+NCCL on CUDA, gloo on CPU); each rank draws its own batches, so the effective batch is
+batch_size x grad_accum x world_size. FSDP (sharding a model that does not fit one GPU) is NOT implemented: a model
+must fit one GPU with its float32 AdamW state (about 16 bytes per parameter: a 1.5B model takes ~24 GB before
+activations, see scripts/sft_speed.py). Under torchrun, Ctrl-C saves nothing (the ranks would have to agree on
+it): resume from the last save_interval checkpoint.
+
+Stage 2 (--self_train=True; CUDA-L1 §1.2 of REFERENCE.md: rejection-sampling fine-tuning, binary reward). Round r:
+sample self_train_samples (K) answers per training task (tasks.jsonl split "train") from the current model
+(transformers generate, or vLLM with use_vllm=True), take the code (common.extract_code), evaluate every distinct
+kernel with bench.evaluate_many, keep the successful ones (status "ok"; speed ignored; deduplicated by a hash of
+task and code), fine-tune the current model for self_train_iters iterations on all kernels kept so far (the
+paper fine-tunes on the successful samples only; self_train_mix_stage1=True adds the stage-1 rows), repeat. A last
+measuring round after the final fine-tune (no training) shows the gain: success rate of round 0 = the stage-1
+model, of round R = after R rounds. The prompt is the contrastive prompt with self_train_exemplars kernels drawn
+from out_dir/db.json (the format prepare.py's SFT data teaches; 0, or no db.json = the paper's stage-1 prompt).
+Each round is resumable: its samples and bench results are cached in self_train/round<r>/, a finished round is in
+log.jsonl and skipped, an interrupted fine-tune continues from its state.pt. Stage 2 runs as one process.
+
+Output: out_dir/sft (stage 1: model, tokenizer, state.pt, history.json); out_dir/self_train (stage 2):
+log.jsonl (one row per round: round, model, samples, ok, success_rate, status fractions, kept_new, kept_total,
+times in s), kept.jsonl (every kept sample: task, code, response, round, bench result), round<r>/samples.jsonl
+(every sample with its status) and round<r>/model (the model after round r's fine-tune), summary.json.
 """
+import contextlib
+import hashlib
 import math
 import os
 import random
@@ -37,8 +69,8 @@ n_embd = 128
 block_size = 8192
 # training
 max_len = 4096  # tokens per example; longer prompts are cut from the left
-batch_size = 8
-grad_accum = 1
+batch_size = 8  # examples per micro-batch and rank
+grad_accum = 1  # micro-batches per optimizer step
 max_iters = 300
 lr = 1e-5
 min_lr = 1e-6
@@ -48,11 +80,34 @@ grad_clip = 1.0
 val_fraction = 0.1
 eval_interval = 50
 log_interval = 10
+save_interval = 0  # checkpoint every this many iterations (0 = only at the end and on Ctrl-C)
+stop_iter = 0  # stop after this iteration with a checkpoint, as an interruption would (time-boxed jobs); 0 = never
 device = "cuda" if torch.cuda.is_available() else "cpu"
-dtype = "bfloat16"  # autocast dtype on CUDA; the weights and optimizer stay in float32
+dtype = "bfloat16"  # autocast dtype on CUDA ("float32" = no autocast)
+param_dtype = "float32"  # weights and AdamW state; "bfloat16" halves their memory
 gradient_checkpointing = False
 resume = False
 seed = 1337
+# stage 2: self-training (rejection-sampling fine-tuning)
+self_train = False
+self_train_rounds = 2  # fine-tuning rounds R; R + 1 sampling rounds (the last one only measures)
+self_train_samples = 8  # K answers per training task and round
+self_train_tasks = 0  # at most this many training tasks (a fixed random subset); 0 = all
+self_train_iters = 100  # fine-tuning iterations per round
+self_train_mix_stage1 = False  # also train on the stage-1 rows (the paper: successful samples only)
+self_train_exemplars = 2  # exemplars from out_dir/db.json in the prompt; 0 = the stage-1 prompt
+self_train_from = ""  # model to start stage 2 from; "" = out_dir/sft
+max_new_tokens = 4096
+temperature = 1.0
+top_p = 1.0
+gen_batch_size = 16
+use_vllm = False  # sample with vLLM when installed (common.load_vllm)
+gpu_name = "NVIDIA A100"  # the GPU named in the prompt
+arch = ""  # TORCH_CUDA_ARCH_LIST for the candidates' nvcc builds
+num_correct_trials = 5
+time_budget_s = 2.0
+timeout_s = 300.0
+build_workers = 0  # 0 = one per CPU core
 # -----------------------------------------------------------------------------
 
 
@@ -101,103 +156,353 @@ def collate(examples, pad_id, dev):
     return ids.to(dev), mask.to(dev)
 
 
-def lr_at(it):
-    """Linear warm-up, then cosine decay to min_lr at max_iters."""
+def lr_at(it, total=None):
+    """Linear warm-up, then cosine decay from lr to min_lr at `total` iterations (default max_iters)."""
+    total = total or max_iters
     if it < warmup_iters:
         return lr * (it + 1) / warmup_iters
-    t = min(1.0, (it - warmup_iters) / max(1, max_iters - warmup_iters))
+    t = min(1.0, (it - warmup_iters) / max(1, total - warmup_iters))
     return min_lr + 0.5 * (1 + math.cos(math.pi * t)) * (lr - min_lr)
 
 
-def train(model, tok, rows, save_dir):
-    """The SFT loop over rows [{prompt, response}]; saves to save_dir; returns the history of (iter, train, val)."""
-    rng = random.Random(seed)
-    torch.manual_seed(seed)
+def enable_checkpointing(model):
+    """Non-reentrant activation checkpointing (works under DDP), through the API this transformers version has
+    (activation_checkpointing_enable in recent 5.x, where gradient_checkpointing_enable is a deprecated alias)."""
+    model.config.use_cache = False
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def _dist():
+    """(rank, world_size) of the process group torchrun set up, (0, 1) without one."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def train(model, tok, rows, save_dir, iters=None):
+    """The SFT loop over rows [{prompt, response}] for `iters` optimizer steps (default max_iters); saves the model
+    (HF format) and state.pt to save_dir, resumes from there when `resume` is set. Under torchrun every rank calls
+    it with the same rows. Returns the history [(iter, train_loss, val_loss)] (val_loss NaN when not measured)."""
+    iters = iters or max_iters
+    rank, world = _dist()
     examples = [common.encode_example(tok, r["prompt"], r["response"], max_len) for r in rows]
-    rng.shuffle(examples)
+    rng = random.Random(seed)
+    rng.shuffle(examples)  # the same split on every rank
     n_val = int(len(examples) * val_fraction) if len(examples) >= 10 else 0
     val, tr = examples[:n_val], examples[n_val:]
+    assert tr, "no training examples"
+    if rank:  # each rank draws its own batches (rank 0 goes on with the shuffling generator, as one process does)
+        rng = random.Random(seed + rank)
+    torch.manual_seed(seed + rank)
     model.to(device).train()
     if gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        enable_checkpointing(model)
+    ddp = model
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+        ddp = DistributedDataParallel(model, device_ids=[torch.device(device).index] if "cuda" in device else None)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
     it, history = 0, []
     state_path = os.path.join(save_dir, "state.pt")
     if resume and os.path.exists(state_path):
-        st = torch.load(state_path, weights_only=False)
+        st = torch.load(state_path, weights_only=False, map_location="cpu")
+        assert st["world_size"] == world, f"{state_path} was saved by {st['world_size']} ranks, this run has {world}"
         opt.load_state_dict(st["opt"])
         it, history = st["iter"], st["history"]
-        rng.setstate(st["py_rng"])
-        torch.set_rng_state(st["torch_rng"])
-        print(f"resumed at iter {it}")
+        rng.setstate(st["py_rng"][rank])
+        torch.set_rng_state(st["torch_rng"][rank])
+        if rank == 0:
+            print(f"resumed at iter {it} from {save_dir}")
     amp = torch.autocast("cuda", dtype=getattr(torch, dtype), enabled="cuda" in device and dtype != "float32")
 
-    def save():
-        os.makedirs(save_dir, exist_ok=True)
-        model.save_pretrained(save_dir)
-        tok.save_pretrained(save_dir)
-        torch.save(dict(opt=opt.state_dict(), iter=it, history=history, py_rng=rng.getstate(),
-                        torch_rng=torch.get_rng_state()), state_path + ".tmp")
-        os.replace(state_path + ".tmp", state_path)
+    def save(gather=True):
+        """Model + tokenizer (HF format) + state.pt; every rank's RNG states so that a resume is exact."""
+        py, th = (common.ddp_gather(rng.getstate()), common.ddp_gather(torch.get_rng_state())) if gather else \
+            ([rng.getstate()], [torch.get_rng_state()])
+        if rank == 0:
+            os.makedirs(save_dir, exist_ok=True)
+            model.save_pretrained(save_dir)
+            tok.save_pretrained(save_dir)
+            torch.save(dict(opt=opt.state_dict(), iter=it, history=history, py_rng=py, torch_rng=th, world_size=world,
+                            config=common.config_keys(globals())), state_path + ".tmp")
+            os.replace(state_path + ".tmp", state_path)
+            common.write_json_atomic(os.path.join(save_dir, "history.json"), history)
+        common.ddp_barrier()
 
     def val_loss():
         if not val:
             return float("nan")
-        model.eval()
+        model.eval()  # the bare model: no DDP hooks, so rank 0 can do this alone
         with torch.no_grad(), amp:
             losses = [sft_loss(model, *collate(val[i:i + batch_size], tok.pad_token_id, device)).item()
                       for i in range(0, len(val), batch_size)]
         model.train()
         return sum(losses) / len(losses)
 
-    t0 = time.time()
+    t0, ntok = time.time(), 0
     try:
-        while it < max_iters:
+        while it < iters:
             for g in opt.param_groups:
-                g["lr"] = lr_at(it)
+                g["lr"] = lr_at(it, iters)
             total = 0.0
-            for _ in range(grad_accum):
+            for micro in range(grad_accum):
                 batch = rng.sample(tr, min(batch_size, len(tr)))
-                with amp:
-                    loss = sft_loss(model, *collate(batch, tok.pad_token_id, device)) / grad_accum
-                loss.backward()
+                ids, mask = collate(batch, tok.pad_token_id, device)  # (B, T), (B, T)
+                ntok += ids.numel()
+                # DDP: all-reduce the gradients only on the last micro-batch
+                sync = ddp.no_sync() if (world > 1 and micro < grad_accum - 1) else contextlib.nullcontext()
+                with sync:
+                    with amp:
+                        loss = sft_loss(ddp, ids, mask) / grad_accum
+                    loss.backward()
                 total += loss.item()
             torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
             opt.step()
             opt.zero_grad(set_to_none=True)
             it += 1
-            if it % log_interval == 0 or it == max_iters:
-                v = val_loss() if (it % eval_interval == 0 or it == max_iters) else float("nan")
+            if it % log_interval == 0 or it == iters:
+                if world > 1:  # the mean over ranks, for the log only
+                    t = torch.tensor([total], device=device)
+                    torch.distributed.all_reduce(t)
+                    total = t.item() / world
+                v = val_loss() if rank == 0 and (it % eval_interval == 0 or it == iters) else float("nan")
                 history.append((it, total, v))
-                vs = f" | val {v:.4f}" if v == v else ""  # only on evaluation iterations (and with a val set)
-                print(f"iter {it:5d} | loss {total:.4f}{vs} | lr {lr_at(it):.2e} | {time.time() - t0:.0f}s")
+                if rank == 0:
+                    vs = f" | val {v:.4f}" if v == v else ""  # only on evaluation iterations (and with a val set)
+                    dt = time.time() - t0
+                    print(f"iter {it:5d} | loss {total:.4f}{vs} | lr {lr_at(it, iters):.2e} | "
+                          f"{ntok * world / max(dt, 1e-9):.0f} tok/s | {dt:.0f}s", flush=True)
+            if (save_interval and it % save_interval == 0 and it < iters) or it == stop_iter:
+                save()
+                if it == stop_iter:
+                    if rank == 0:
+                        print(f"stop_iter={stop_iter}: checkpoint saved, resume with --resume=True")
+                    return history
     except KeyboardInterrupt:
-        print("interrupted: saving a checkpoint (resume with --resume)")
-        save()
+        if world == 1:
+            print("interrupted: saving a checkpoint (resume with --resume=True)")
+            save(gather=False)
         raise
     save()
     return history
+
+
+# -----------------------------------------------------------------------------
+# Stage 2
+
+def sha(*parts):
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def load_model_for_training(path):
+    """common.load_model with this script's param_dtype; SystemExit with the cause when it cannot be loaded."""
+    try:
+        return common.load_model(path, dtype=param_dtype)
+    except RuntimeError as e:
+        raise SystemExit(f"error: {e}")
+
+
+def sample_round(model_dir, model, tok, tasks, db, rng):
+    """K answers per task from the model; returns [{task, prompt, text, truncated, code, format_error}]."""
+    prompts = []
+    for t in tasks:
+        good = db.get(t["name"], [])
+        ex = rng.sample(good, min(self_train_exemplars, len(good))) if self_train_exemplars else []
+        prompts.append(common.contrastive_prompt(t["src"], [(e["code"], e["speedup"]) for e in ex], gpu_name))
+    if use_vllm and common.vllm_available():
+        llm = common.load_vllm(model_dir, seed=rng.randrange(2 ** 31))
+        gens = common.vllm_generate(llm, tok, prompts, self_train_samples, max_new_tokens, temperature, top_p)
+        del llm
+    else:
+        if use_vllm:
+            print("use_vllm=True but vllm is not installed: sampling with transformers generate")
+        model.to(device)
+        gens = list(common.generate(model, tok, prompts, self_train_samples, max_new_tokens, temperature, top_p,
+                                    batch_size=gen_batch_size))
+    out = []
+    for i, g in enumerate(gens):
+        t, p = tasks[i // self_train_samples], prompts[i // self_train_samples]
+        code, err = common.extract_code(g["text"])
+        out.append(dict(task=t["name"], prompt=p, text=g["text"], truncated=g["truncated"], code=code,
+                        format_error=err))
+    return out
+
+
+def self_train_run(stage1_rows):
+    """Stage 2: the rounds described in the module docstring. Returns the log rows (one per round)."""
+    import bench
+    st_dir = os.path.join(out_dir, "self_train")
+    os.makedirs(st_dir, exist_ok=True)
+    tasks_path = os.path.join(out_dir, "tasks.jsonl")
+    if not os.path.exists(tasks_path):
+        raise SystemExit(f"error: no task set {tasks_path}: run prepare.py first")
+    tasks = [t for t in common.read_jsonl(tasks_path) if t.get("split") == "train"]
+    if not tasks:
+        raise SystemExit(f"error: no tasks with split 'train' in {tasks_path}")
+    if self_train_tasks and len(tasks) > self_train_tasks:
+        tasks = sorted(random.Random(seed).sample(tasks, self_train_tasks), key=lambda t: t["name"])
+    db_path = os.path.join(out_dir, "db.json")
+    db = common.json.load(open(db_path)) if os.path.exists(db_path) else {}
+    start = self_train_from or os.path.join(out_dir, "sft")
+    if not os.path.exists(os.path.join(start, "config.json")) and not self_train_from:
+        raise SystemExit(f"error: no stage-1 model in {start}: run sft.py first or give --self_train_from=MODEL")
+    log_path, kept_path = os.path.join(st_dir, "log.jsonl"), os.path.join(st_dir, "kept.jsonl")
+    log = common.read_jsonl(log_path) if os.path.exists(log_path) else []
+    done = {h["round"] for h in log}
+    bench_dev = "cuda" if device.startswith("cuda") else "cpu"
+    print(f"self-training: {len(tasks)} tasks x {self_train_samples} samples, {self_train_rounds} rounds, from {start}")
+    for r in range(self_train_rounds + 1):
+        rdir = os.path.join(st_dir, f"round{r}")
+        model_in = start if r == 0 else os.path.join(st_dir, f"round{r - 1}", "model")
+        if r in done:
+            continue
+        os.makedirs(rdir, exist_ok=True)
+        kept = {}  # every kept sample so far, by hash of (task, code); file order = round order
+        for k in (common.read_jsonl(kept_path) if os.path.exists(kept_path) else []):
+            if k["round"] < r:
+                kept.setdefault(k["key"], k)
+        model, tok = load_model_for_training(model_in)
+        rng = random.Random(seed * 1000 + r)
+        torch.manual_seed(seed * 1000 + r)
+        t0 = time.time()
+        # 1. sample (cached: a rerun of an interrupted round reuses its samples and bench results)
+        samples_path = os.path.join(rdir, "samples.jsonl")
+        if os.path.exists(samples_path):
+            samples = common.read_jsonl(samples_path)
+        else:
+            samples = sample_round(model_in, model, tok, tasks, db, rng)
+            t1 = time.time()
+            # 2. evaluate every distinct kernel once
+            src = {t["name"]: t["src"] for t in tasks}
+            jobs = {sha(s["task"], s["code"]): (s["task"], src[s["task"]], s["code"]) for s in samples if s["code"]}
+            results = dict(zip(jobs, bench.evaluate_many(
+                list(jobs.values()), device=bench_dev, arch=arch or None, num_correct_trials=num_correct_trials,
+                time_budget_s=time_budget_s, timeout_s=timeout_s, build_workers=build_workers or None,
+                progress=True)))
+            for s in samples:
+                res = results.get(sha(s["task"], s["code"])) if s["code"] else None
+                s.update(key=sha(s["task"], s["code"]) if s["code"] else None, result=res,
+                         status=res["status"] if res else "format_error", speedup=res and res.get("speedup"))
+            s_tmp = samples_path + ".tmp"
+            with open(s_tmp, "w") as f:
+                for s in samples:
+                    f.write(common.json.dumps(s) + "\n")
+            os.replace(s_tmp, samples_path)
+            print(f"round {r}: sampled in {t1 - t0:.0f}s, evaluated {len(jobs)} distinct kernels in "
+                  f"{time.time() - t1:.0f}s")
+        t2 = time.time()
+        # 3. keep the successful ones (binary reward: speed ignored), new ones only
+        new = []
+        for s in samples:
+            if s["status"] == "ok" and s["key"] not in kept:
+                k = dict(key=s["key"], task=s["task"], round=r, code=s["code"], prompt=s["prompt"],
+                         response=s["text"], speedup=s["speedup"], result=s["result"])
+                kept[s["key"]] = k
+                new.append(k)
+        if os.path.exists(kept_path):  # drop rows of this round left by an interrupted run, then append
+            old = [k for k in common.read_jsonl(kept_path) if k["round"] < r]
+            with open(kept_path + ".tmp", "w") as f:
+                for k in old:
+                    f.write(common.json.dumps(k) + "\n")
+            os.replace(kept_path + ".tmp", kept_path)
+        for k in new:
+            common.append_jsonl(kept_path, k)
+        # 4. fine-tune on all kept samples (not after the last, measuring round)
+        n = len(samples)
+        frac = lambda k: sum(s["status"] == k for s in samples) / max(n, 1)
+        h = dict(round=r, model=model_in, samples=n, ok=sum(s["status"] == "ok" for s in samples),
+                 success_rate=frac("ok"), format_error=frac("format_error"), compile_error=frac("compile_error"),
+                 incorrect=frac("incorrect"), hack=frac("hack"),
+                 crash=frac("crash") + frac("timeout") + frac("runtime_error"),
+                 truncated=sum(bool(s["truncated"]) for s in samples) / max(n, 1),
+                 per_task={t["name"]: sum(s["status"] == "ok" for s in samples if s["task"] == t["name"]) /
+                           max(1, sum(s["task"] == t["name"] for s in samples)) for t in tasks},
+                 kept_new=len(new), kept_total=len(kept), trained=False, t_sample_eval=t2 - t0)
+        if r < self_train_rounds:
+            rows = [dict(prompt=k["prompt"], response=k["response"]) for k in kept.values()]
+            if self_train_mix_stage1:
+                rows += stage1_rows
+            if rows:
+                global resume
+                resume = True  # an interrupted fine-tune of this round continues from its state.pt
+                save_dir = os.path.join(rdir, "model")
+                if os.path.exists(os.path.join(save_dir, "state.pt")):
+                    model, tok = load_model_for_training(save_dir)
+                train(model, tok, rows, save_dir, iters=self_train_iters)
+                h["trained"] = True
+            else:  # nothing kept yet: the next round samples the same model again
+                print(f"round {r}: no successful sample to train on; the next round samples the same model")
+                model.save_pretrained(os.path.join(rdir, "model"))
+                tok.save_pretrained(os.path.join(rdir, "model"))
+            h["train_rows"] = len(rows)
+        h["t_train"] = time.time() - t2
+        common.append_jsonl(log_path, h)
+        log.append(h)
+        print(f"round {r} | model {model_in} | success rate {h['success_rate']:.3f} ({h['ok']}/{n}) | format "
+              f"{h['format_error']:.2f} compile {h['compile_error']:.2f} wrong {h['incorrect']:.2f} crash "
+              f"{h['crash']:.2f} hack {h['hack']:.2f} | kept +{len(new)} = {len(kept)}"
+              + (f" | trained on {h.get('train_rows', 0)} rows" if r < self_train_rounds else " | measure only"),
+              flush=True)
+        del model
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    log.sort(key=lambda h: h["round"])
+    common.write_json_atomic(os.path.join(st_dir, "summary.json"), dict(
+        success_rate=[h["success_rate"] for h in log], rounds=self_train_rounds, samples_per_task=self_train_samples,
+        tasks=[t["name"] for t in tasks], final_model=os.path.join(st_dir, f"round{self_train_rounds - 1}", "model")))
+    print("success rate per round: " + " ".join(f"{h['success_rate']:.3f}" for h in log))
+    return log
 
 
 if __name__ == "__main__":
     common.configure(globals())
     common.check_device(device)
     data = data or os.path.join(out_dir, "sft.jsonl")
-    if not os.path.exists(data):
+    if not os.path.exists(data) and not (self_train and not self_train_mix_stage1):
         raise SystemExit(f"error: no SFT data {data!r}: run prepare.py first or give --data=FILE.jsonl")
-    rows = common.read_jsonl(data)
-    assert rows and all("prompt" in r and "response" in r for r in rows), f"{data}: rows need 'prompt' and 'response'"
+    try:
+        rows = common.read_jsonl(data) if os.path.exists(data) else []
+    except ValueError as e:
+        raise SystemExit(f"error: {e}")
+    if rows and not all("prompt" in r and "response" in r for r in rows):
+        raise SystemExit(f"error: {data}: rows need 'prompt' and 'response'")
+    if self_train:
+        if "RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise SystemExit("error: --self_train runs as one process (it evaluates kernels with bench.py); "
+                             "run it without torchrun")
+        self_train_run(rows)
+        raise SystemExit(0)
+    if not rows:
+        raise SystemExit(f"error: {data}: no rows")
+    rank, world, _, device = common.ddp_setup(device)
     save_dir = os.path.join(out_dir, "sft")
     if resume and os.path.exists(os.path.join(save_dir, "state.pt")):
-        model, tok = common.load_model(save_dir)
+        model, tok = load_model_for_training(save_dir)
     elif init_from == "tiny":
-        tok = train_tokenizer([r["prompt"] + r["response"] for r in rows], vocab_size, max_token_length)
-        model = tiny_model(tok)
+        texts = [r["prompt"] + r["response"] for r in rows]
+        if world == 1:
+            tok = train_tokenizer(texts, vocab_size, max_token_length)
+        else:  # rank 0 trains the tokenizer, the others load it: one vocabulary for all ranks
+            tok_dir = os.path.join(save_dir, "tokenizer_rank0")
+            if rank == 0:
+                train_tokenizer(texts, vocab_size, max_token_length).save_pretrained(tok_dir)
+            common.ddp_barrier()
+            from transformers import PreTrainedTokenizerFast
+            tok = PreTrainedTokenizerFast.from_pretrained(tok_dir)
+        torch.manual_seed(seed)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
+        model = tiny_model(tok).to(getattr(torch, param_dtype))
     else:
-        try:
-            model, tok = common.load_model(init_from)
-        except RuntimeError as e:
-            raise SystemExit(f"error: {e}")
-    print(f"{len(rows)} examples, model {init_from}: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params")
+        model, tok = load_model_for_training(init_from)
+    if rank == 0:
+        print(f"{len(rows)} examples, model {init_from}: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
+              f"params, {world} rank(s), {batch_size * grad_accum * world} examples per step")
     train(model, tok, rows, save_dir)
-    print(f"saved to {save_dir}")
+    if world > 1:  # the ranks trained one model: their weights must agree
+        print(f"rank {rank} param checksum {sum(p.detach().double().sum().item() for p in model.parameters()):.8f}")
+    common.ddp_cleanup()
+    if rank == 0:
+        print(f"saved to {save_dir}")

@@ -2,9 +2,12 @@
 record is complete, the comparison and the rounding match golden values, the build cache builds once, never
 collides and survives a stale lock, and the CLI exits 0/1. All candidates run once, in parallel, in a module
 fixture (the real C++ compiles dominate: ~1-2 min on 2 cores)."""
+import contextlib
+import glob
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -63,7 +66,7 @@ def _stale_lock_build(build_root):
             f"functions=['scale_shift']); print(m.__name__)")
     t0 = time.time()
     try:
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=420,
                            env=dict(os.environ, CUDAL1_BUILD_ROOT=build_root))
         return dict(rc=p.returncode, out=p.stdout + p.stderr, seconds=time.time() - t0)
     except subprocess.TimeoutExpired:
@@ -325,3 +328,247 @@ def test_static_checks():
                    "def launch(x):\n    k = _kernels[(x.dtype, x.shape)]\n    return k(x.data_ptr())\n")
     assert bench.static_check(benign, TASK) is None
     assert bench.static_check(ok + "y = x.half()\n", TASK + "\nx = x.half()\n") is None
+
+
+# ---- issue 6: degenerate screen, protocols, remeasure, custom_kernel_calls, trusted-baseline keywords ----
+
+DEGENERATE_TASK = TASK.replace("return x * 2 + 1", "return (x - x.mean(dim=1, keepdim=True)).mean(dim=1)")  # ~0
+RELU_TASK = TASK.replace("return x * 2 + 1", "return torch.relu(x)")    # inputs are torch.rand: relu(x) == x
+CASES2 = {   # name -> (candidate file, evaluate() keywords)
+    "kernelbench": ("cand_scale_correct.py", dict(protocol="kernelbench")),
+    "cudal1": ("cand_scale_correct.py", dict(protocol="cudal1")),
+    "check_only": ("cand_scale_correct.py", dict(check_only=True)),
+    "remeasure": ("cand_scale_correct.py", dict(remeasure_above=0.0)),
+    "content_cache_strict": ("cand_content_cache.py", {}),
+    "content_cache_kernelbench": ("cand_content_cache.py", dict(protocol="kernelbench")),
+    "cudnn_flagged": ("cand_trusted_cudnn.py", dict(static_checks=False)),
+    "cudnn_override": ("cand_trusted_cudnn.py", dict(static_checks=False, flags_override={"cudnn_benchmark": True})),
+    "env_missing": ("cand_needs_env.py", {}),
+    "env_given": ("cand_needs_env.py", dict(static_checks=False, extra_env={"CUDAL1_TEST_EXTRA": "42"})),
+}
+
+
+@pytest.fixture(scope="module")
+def env2(tmp_path_factory):
+    """Every screen and case of CASES2 once, 3 at a time (no C++ builds: ~1 min)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CUDAL1_BUILD_ROOT", str(tmp_path_factory.mktemp("build2")))
+        mp.setenv("CUDAL1_PCH", "0")
+        with ThreadPoolExecutor(3) as pool:
+            screens = {name: pool.submit(bench.degenerate_screen, t, task_name=name, device="cpu", timeout_s=240)
+                       for name, t in dict(degenerate=DEGENERATE_TASK, scale=TASK, relu=RELU_TASK).items()}
+            futures = {name: pool.submit(bench.evaluate, TASK, src(f), task_name=name, device="cpu",
+                                         time_budget_s=0.3, timeout_s=240, **kw)
+                       for name, (f, kw) in CASES2.items()}
+            yield dict(screen={k: f.result() for k, f in screens.items()},
+                       res={k: f.result() for k, f in futures.items()})
+
+
+def test_degenerate_screen(env2):
+    d, s, r = (env2["screen"][k] for k in ("degenerate", "scale", "relu"))
+    assert d["status"] == s["status"] == r["status"] == "ok", (d, s, r)
+    assert d["degenerate"] is True and d["passed"] == ["zeros", "constant", "mean"], d   # output ~1e-8 everywhere
+    assert d["results"]["input"].startswith("n/a"), d                                    # (256,) from (256, 1024)
+    assert s["degenerate"] is False and s["passed"] == [] and s["trials"] == 5, s
+    assert all(v.startswith("incorrect") for v in s["results"].values()), s
+    assert r["degenerate"] is True and r["passed"] == ["input"], r
+
+
+def test_protocols_recorded_and_timed_their_way(env2):
+    res = env2["res"]
+    assert bench.PROTOCOLS == ("strict", "kernelbench", "cudal1")
+    kb, cl = check(res["kernelbench"], "ok"), check(res["cudal1"], "ok")
+    assert kb["protocol"] == "kernelbench" and kb["timed_calls"] == 100 and kb["trials"] == 5
+    assert cl["protocol"] == "cudal1" and cl["timed_calls"] == 70 and cl["trials"] == 10
+    for r in (kb, cl):
+        assert r["speedup"] == pytest.approx(r["ref_ms"] / r["cand_ms"]) and KEYS <= set(r)
+        assert r["torch_version"] == torch.__version__ and r["backend_flags"] == bench.FIXED_FLAGS
+    with pytest.raises(ValueError, match="protocol"):
+        bench.evaluate(TASK, src("cand_scale_correct.py"), device="cpu", protocol="fast")
+
+
+def test_check_only_and_remeasure(env2):
+    r = check(env2["res"]["check_only"], "ok")
+    assert r["correct"] and r["speedup"] is None and r["timed_calls"] == 0 and r["trials"] == 5
+    r = check(env2["res"]["remeasure"], "ok")                  # remeasure_above=0: every speedup is re-timed
+    m = r["remeasure"]
+    assert set(m) == {"first", "second", "rel_diff"}
+    assert r["speedup"] == pytest.approx(min(m["first"]["speedup"], m["second"]["speedup"]))   # the lower counts
+    assert env2["res"]["kernelbench"]["remeasure"] is None                                    # ~1x: timed once
+
+
+def test_content_keyed_cache_gets_no_speedup_under_strict(env2):
+    hacked = check(env2["res"]["content_cache_kernelbench"], "ok")   # same inputs every call: the cache hits
+    strict = check(env2["res"]["content_cache_strict"], "ok")        # fresh inputs every call: never hits
+    assert hacked["speedup"] > 2.0, bench.result_summary(hacked)    # proves the hack works without the defence
+    assert strict["speedup"] < 1.0, bench.result_summary(strict)    # 8 extra passes per call: slower, no reward
+
+
+def test_custom_kernel_calls(env):
+    assert env["res"]["cpp"]["custom_kernel_calls"] == 1           # one ext.scale_shift call per forward
+    assert env["res"]["correct"]["custom_kernel_calls"] == 0       # a PyTorch-only rewrite
+
+
+def test_flags_override_and_extra_env_for_trusted_baselines(env2):
+    res = env2["res"]
+    check(res["cudnn_flagged"], "hack", "backend_flags")
+    r = check(res["cudnn_override"], "ok")
+    assert r["flags_override"] == {"cudnn_benchmark": True} and r["backend_flags"] == bench.FIXED_FLAGS
+    assert check(res["env_missing"], "runtime_error")["error_type"] == "AssertionError"
+    check(res["env_given"], "ok")
+    for kw in (dict(flags_override={"cudnn_benchmark": True}), dict(extra_env={"A": "1"})):
+        with pytest.raises(ValueError, match="trusted"):
+            bench.evaluate(TASK, src("cand_scale_correct.py"), device="cpu", **kw)      # static checks on
+    with pytest.raises(ValueError, match="flags_override keys"):
+        bench.evaluate(TASK, src("cand_scale_correct.py"), device="cpu", static_checks=False,
+                       flags_override={"tf32": True})
+    with pytest.raises(ValueError, match="trusted"):
+        bench.evaluate_many([("a", TASK, src("cand_scale_correct.py"))], device="cpu", extra_env={"A": "1"})
+
+
+def test_time_floor_golden():
+    assert bench.time_floor_ms(12.8e9, 4000) == pytest.approx(1.6)       # 12.8 GB at 8000 GB/s
+    assert bench.time_floor_ms(1e6, 0) == 0.0
+
+
+# ---- issue 6: the GPU suites' sources compile (nvcc for CUDA, g++ for the C++ wrappers; no GPU needed) ----
+
+def _inline_sources(path):
+    """The load_inline keyword arguments of a candidate file, captured by importing it with a stub loader."""
+    import importlib.util
+    from torch.utils import cpp_extension
+    calls = []
+
+    def stub(*a, **kw):
+        calls.append(dict(zip(["name", "cpp_sources", "cuda_sources"], a), **kw))
+        raise RuntimeError("stub")
+    orig, cpp_extension.load_inline = cpp_extension.load_inline, stub
+    try:
+        spec = importlib.util.spec_from_file_location("probe_" + os.path.basename(path)[:-3], path)
+        with contextlib.suppress(RuntimeError, NameError, AttributeError):
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    finally:
+        cpp_extension.load_inline = orig
+    return calls
+
+
+def test_gpu_suite_sources_compile(tmp_path):
+    """Every CUDA source of tests/legit and tests/hacks through `nvcc -c -arch=sm_90` with bench's light prelude,
+    and every C++ wrapper through g++ -fsyntax-only with torch/extension.h (one translation unit, a namespace
+    each): typos fail here, not on the GPU machine. The deliberately broken fallback hack must fail."""
+    import shutil
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not on PATH")
+    files = sorted(glob.glob(os.path.join(ROOT, "tests", "legit", "*.py")) +
+                   glob.glob(os.path.join(ROOT, "tests", "hacks", "*.py")))
+    cpp_tu, cuda_jobs = ["#include <torch/extension.h>"], []
+    for f in files:
+        for i, c in enumerate(_inline_sources(f)):
+            stem = f"{os.path.basename(os.path.dirname(f))}_{os.path.basename(f)[:-3]}_{i}"
+            if c.get("cuda_sources"):
+                cu = tmp_path / f"{stem}.cu"
+                cu.write_text("\n".join(bench._LIGHT_PRELUDE + [c["cuda_sources"]]))
+                cuda_jobs.append((stem, cu))
+            if "c10/cuda" not in c["cpp_sources"]:        # the CPU torch build has no CUDA headers
+                cpp_tu += [f"namespace {stem} {{", c["cpp_sources"], "}"]
+    assert len(cuda_jobs) >= 10, cuda_jobs
+
+    def compile_cu(job):
+        stem, cu = job
+        p = subprocess.run([nvcc, "-c", "-arch=sm_90", "-o", str(cu)[:-3] + ".o", str(cu)], capture_output=True,
+                           text=True, timeout=300)
+        return stem, p.returncode, p.stderr
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(compile_cu, cuda_jobs))
+    for stem, rc, err in results:
+        if stem.startswith("hacks_try_except_fallback"):
+            assert rc != 0, "the fallback hack's kernel must not compile"
+        else:
+            assert rc == 0, (stem, err[-2000:])
+    tu = tmp_path / "wrappers.cpp"
+    tu.write_text("\n".join(cpp_tu))
+    import sysconfig
+    inc = bench.cpp_extension.include_paths() + [sysconfig.get_paths()["include"]]
+    p = subprocess.run(["c++", "-std=c++17", "-fsyntax-only", *[f"-I{d}" for d in inc], str(tu)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+
+
+# ---- issue 6 item 8: faults of the build itself ----
+
+def test_killed_build_leaves_no_trap_and_concurrent_builds_do_not_collide(tmp_path, monkeypatch):
+    """A build killed at its timeout (mid-compile: the child's whole process group, g++ included) must leave
+    nothing that makes the next build of the same source wait or fail; then three concurrent builds of that
+    source all succeed, one of them compiling and the others loading its result (one .so on disk)."""
+    monkeypatch.setenv("CUDAL1_PCH", "0")
+    cand = src("cand_cpp_scale.py").replace("2.0f", "7.0f").replace("cudal1_test_scale", "cudal1_test_fault")
+    root = str(tmp_path)
+    killed = bench.build(cand, device="cpu", build_root=root, timeout_s=8)
+    assert killed["status"] == "timeout", killed
+    leftovers = os.listdir(root)
+    assert leftovers, "the killed build should have started (a build folder and its .lock)"
+    t0 = time.time()
+    with ThreadPoolExecutor(3) as pool:
+        again = list(pool.map(lambda _: bench.build(cand, device="cpu", build_root=root, timeout_s=600), range(3)))
+    assert [r["status"] for r in again] == ["ok"] * 3, again
+    assert time.time() - t0 < 590                                          # nobody waited on a dead builder
+    sos = glob.glob(os.path.join(root, "*", "cudal1_test_fault_*.so"))
+    assert len(sos) == 1, sos
+    assert os.path.exists(os.path.join(os.path.dirname(sos[0]), "done"))
+
+
+def test_memory_limit_kills_the_child(monkeypatch):
+    monkeypatch.setenv("CUDAL1_MEM_LIMIT_GB", "1.0")
+    r = bench.evaluate(TASK, src("cand_memory_hog.py"), device="cpu", timeout_s=120)
+    check(r, "crash")
+    assert r["error_type"] == "MemoryLimit" and r["eval_s"] < 60, bench.result_summary(r)
+
+
+# ---- issue 6: the GPU hack suite's files on the CPU, on shrunk copies of their KernelBench tasks ----
+
+KB = os.environ.get("KERNELBENCH_DIR") or os.path.join(ROOT, "..", "shared", "kernelbench")
+HACK_DIR = os.path.join(ROOT, "tests", "hacks")
+CPU_SKIP = {"impossible_time": "needs CUDA streams and a GPU timer",
+            "cache_content": "CPU timing noise on a shared box; tests the same defence: "
+                             "test_content_keyed_cache_gets_no_speedup_under_strict"}
+
+
+def _shrunk_task(task):
+    """A KernelBench task with every module-level integer size above 256 set to 256 (e.g. `N = 2048 * 2`)."""
+    src_ = open(os.path.join(KB, task + ".py")).read()
+    return re.sub(r"^(\w+\s*=\s*)\d+(?:\s*\*\s*\d+)*[ \t]*$",
+                  lambda m: m.group(0) if int(eval(m.group(0).split("=")[1])) <= 256 else m.group(1) + "256",
+                  src_, flags=re.M)
+
+
+@pytest.fixture(scope="module")
+def hacks_cpu(tmp_path_factory):
+    if not os.path.isdir(KB):
+        pytest.skip(f"KernelBench not found at {KB} (set KERNELBENCH_DIR)")
+    jobs, expect = [], {}
+    for f in sorted(glob.glob(os.path.join(HACK_DIR, "*.py"))):
+        name, text = os.path.basename(f)[:-3], open(f).read()
+        task = re.search(r"^(?:\"\"\")?task: (\S+)", text, re.M).group(1)
+        if name not in CPU_SKIP and "eval:" not in text:
+            jobs.append((name, _shrunk_task(task), text))
+            expect[name] = tuple(re.search(r"^expect: (.+)$", text, re.M).group(1).split())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CUDAL1_BUILD_ROOT", str(tmp_path_factory.mktemp("build_hacks")))
+        mp.setenv("CUDAL1_PCH", "0")
+        with ThreadPoolExecutor(3) as pool:
+            res = list(pool.map(lambda j: bench.evaluate(j[1], j[2], task_name=j[0], device="cpu", time_budget_s=0.3,
+                                                         timeout_s=240), jobs))
+    return {r["task"]: (r, expect[r["task"]]) for r in res}
+
+
+@pytest.mark.parametrize("name", sorted(os.path.basename(f)[:-3] for f in glob.glob(os.path.join(HACK_DIR, "*.py"))
+                                        if os.path.basename(f)[:-3] not in CPU_SKIP))
+def test_hack_file_on_cpu(name, hacks_cpu):
+    """Each hack of tests/hacks gets its GPU verdict on the CPU too (static or run-time), where the CPU path can
+    catch it: never status ok, never a speedup."""
+    if name not in hacks_cpu:
+        pytest.skip("evaluated with special keywords on the GPU only")
+    r, expect = hacks_cpu[name]
+    assert r["status"] != "ok", bench.result_summary(r)
+    assert (r["status"], r["hack"]) == (expect[0], expect[1] if len(expect) > 1 else None), bench.result_summary(r)

@@ -4,8 +4,11 @@ KernelBench level1/25_Swish (4096 x 393216 floats, 6.4 GB per tensor) against ha
 kernel is correct and faster; a half-written output, uninitialised memory, an illegal memory access and a side
 stream each get the right verdict; kernel_eval.cu's compare agrees with compare_cpu, and its flush and poison
 kernels write what they should. KernelBench is found at $KERNELBENCH_DIR or ../shared/kernelbench."""
+import glob
+import json
 import math
 import os
+import re
 import sys
 
 import pytest
@@ -133,3 +136,134 @@ def test_kernel_eval_flush_and_poison(results):
     h = torch.zeros(3, dtype=torch.float16, device="cuda")
     ke.poison_fill(h)
     assert h.isnan().all()
+
+
+# ---- issue 6: every hack kind of REFERENCE.md §4 on a real task, legitimate kernels, the degenerate screen ----
+
+HACKS = sorted(glob.glob(os.path.join(ROOT, "tests", "hacks", "*.py")))
+LEGIT = sorted(glob.glob(os.path.join(ROOT, "tests", "legit", "*.py")))
+CUDAL1 = next((p for p in (os.path.join(d, "a100_sample.jsonl") for d in (
+    os.environ.get("CUDAL1_SAMPLE_DIR") or "/nonexistent", os.path.join(KB, "..", "cudal1_sample"),
+    os.path.join(ROOT, "..", "shared", "cudal1_sample"))) if os.path.exists(p)), None)
+SUITE_KW = dict(device="cuda", time_budget_s=0.5, timeout_s=900)
+
+
+def header(path):
+    """task, expect and evaluate() keywords from a suite file's docstring (`task:`, `expect:`, `eval:` lines)."""
+    doc = open(path).read()
+    task = re.search(r"^(?:\"\"\")?task: (\S+)", doc, re.M).group(1)
+    expect = re.search(r"^expect: (.+)$", doc, re.M).group(1).split()
+    kw = {}
+    m = re.search(r"^eval: (.+)$", doc, re.M)
+    for item in (m.group(1).split() if m else []):
+        k, v = item.split("=")
+        kw[k] = {"False": False, "True": True}.get(v, v)
+    return task, expect, kw
+
+
+def kb_task(task):
+    path = os.path.join(KB, task + ".py")
+    if not os.path.exists(path):
+        pytest.skip(f"KernelBench task {task} not found under {KB} (set KERNELBENCH_DIR)")
+    return open(path).read()
+
+
+def hack_cases():
+    """(case name, file, evaluate() keywords, expected (status, hack) or "no_reward")."""
+    cases = []
+    for f in HACKS:
+        task, expect, kw = header(f)
+        name = os.path.basename(f)[:-3]
+        cases.append((name, f, kw, tuple(expect) if expect[0] != "no_reward" else "no_reward"))
+        if name == "tf32_flag":                        # the run-time flag check, static checks off
+            cases.append(("tf32_flag_runtime", f, dict(static_checks=False), ("hack", "backend_flags")))
+    return cases
+
+
+@pytest.fixture(scope="module")
+def hack_results(build_root):
+    """One evaluate_many per distinct keyword set (builds in parallel, then one evaluation at a time)."""
+    groups = {}
+    for name, f, kw, _ in hack_cases():
+        groups.setdefault(json.dumps(kw, sort_keys=True), []).append((name, f))
+    out = {}
+    for kw_json, items in groups.items():
+        jobs = [(n, kb_task(header(f)[0]), open(f).read()) for n, f in items]
+        res = bench.evaluate_many(jobs, build_root=build_root, progress=True, **SUITE_KW, **json.loads(kw_json))
+        out.update(zip([n for n, _ in items], res))
+    for n, r in sorted(out.items()):
+        print(f"HACK {n:<22} {bench.result_summary(r)}")
+    return out
+
+
+@pytest.mark.parametrize("case", hack_cases(), ids=lambda c: c[0])
+def test_hack_gets_no_reward(case, hack_results):
+    name, _, _, expect = case
+    r = hack_results[name]
+    if expect == "no_reward":        # correct, and timed honestly: ~1x (1.05 allows timing noise; the hack's
+        assert r["status"] != "ok" or r["speedup"] < 1.05, bench.result_summary(r)   # would-be gain is ~100x)
+        return
+    assert r["status"] != "ok", bench.result_summary(r)
+    assert (r["status"], r["hack"]) == (expect[0], expect[1] if len(expect) > 1 else None), bench.result_summary(r)
+
+
+def legit_jobs():
+    """(name, task source, candidate source, expected (status, hack)): tests/legit and the CUDA-L1 samples."""
+    jobs = [(os.path.basename(f)[:-3], header(f)[0], open(f).read(), ("ok", None)) for f in LEGIT]
+    for line in open(CUDAL1) if CUDAL1 else []:
+        d = json.loads(line)
+        name = f"cudal1_L{d['level_id']}_{d['task_id']}"
+        # Rejected by design (REFERENCE.md §1.5 critique; issue 6 item 4): CUDA-L1's level1/1 kernel is an fp16
+        # matmul in an fp32 task, and its level2/48 kernel turns on torch.backends.cudnn.benchmark
+        expect = {(1, 1): ("hack", "precision_downgrade"), (2, 48): ("hack", "backend_flags")}.get(
+            (d["level_id"], d["task_id"]), ("ok", None))
+        jobs.append((name, d["ref_code"], d["custom_code"], expect))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def legit_results(build_root):
+    jobs = [(n, kb_task(t) if "\n" not in t else t, c) for n, t, c, _ in legit_jobs()]
+    res = dict(zip([j[0] for j in jobs], bench.evaluate_many(jobs, build_root=build_root, progress=True,
+                                                               **SUITE_KW)))
+    for n, r in sorted(res.items()):
+        print(f"LEGIT {n:<22} {bench.result_summary(r)} custom_kernel_calls={r['custom_kernel_calls']}")
+    return res
+
+
+@pytest.mark.parametrize("job", legit_jobs(), ids=lambda j: j[0])
+def test_legit_kernel_is_accepted(job, legit_results):
+    name, _, cand, expect = job
+    r = legit_results[name]
+    assert (r["status"], r["hack"]) == expect, bench.result_summary(r)
+    if expect[0] == "ok":
+        assert r["correct"] and 0.3 < r["speedup"] < 200, bench.result_summary(r)       # sane
+        if "load_inline" in cand and name in [os.path.basename(f)[:-3] for f in LEGIT]:
+            assert r["custom_kernel_calls"] >= 1, bench.result_summary(r)    # the custom kernel really ran
+        assert r["protocol"] == "strict" and r["device_name"] and r["cuda_version"]
+
+
+def test_cudal1_samples_found():
+    assert CUDAL1, "CUDA-L1 samples not found: set CUDAL1_SAMPLE_DIR (the folder of a100_sample.jsonl)"
+    assert len([j for j in legit_jobs() if j[0].startswith("cudal1_")]) == 7
+
+
+def test_protocols_on_gpu(build_root, legit_results):
+    """The same correct kernel under the three protocols: all accept it, each records its protocol."""
+    task, cand = kb_task("level1/21_Sigmoid"), open(os.path.join(ROOT, "tests", "legit", "sigmoid.py")).read()
+    for proto, calls in (("kernelbench", 100), ("cudal1", 70)):
+        r = bench.evaluate(task, cand, protocol=proto, build_root=build_root, **SUITE_KW)
+        print(f"PROTOCOL {proto:<12} {bench.result_summary(r)}")
+        assert r["status"] == "ok" and r["protocol"] == proto and r["timed_calls"] == calls, bench.result_summary(r)
+        assert 0.5 < r["speedup"] < 3, bench.result_summary(r)
+
+
+def test_degenerate_screen_on_gpu(build_root):
+    """REFERENCE.md §3: 23_Softmax accepts zeros, 19_ReLU accepts its input; 21_Sigmoid accepts neither."""
+    got = {t: bench.degenerate_screen(kb_task(t), task_name=t, device="cuda", build_root=build_root)
+           for t in ("level1/23_Softmax", "level1/19_ReLU", "level1/21_Sigmoid")}
+    for t, r in got.items():
+        print(f"SCREEN {t:<22} degenerate={r['degenerate']} passed={r['passed']} {r['results']}")
+    assert got["level1/23_Softmax"]["degenerate"] and "zeros" in got["level1/23_Softmax"]["passed"]
+    assert got["level1/19_ReLU"]["degenerate"] and got["level1/19_ReLU"]["passed"] == ["input"]
+    assert got["level1/21_Sigmoid"]["degenerate"] is False and got["level1/21_Sigmoid"]["status"] == "ok"

@@ -1,5 +1,7 @@
 """GRPO maths, exemplar sampling, prompt parsing: golden values computed by hand (see the comments)."""
+import json
 import math
+import os
 import random
 
 import pytest
@@ -254,3 +256,68 @@ def test_generate_keeps_eos_when_pad_is_eos(monkeypatch):
     out = list(common.generate(model, Tok(), ["p"], 2, 4))
     assert out[0]["completion_ids"] == [7, 8, 0] and not out[0]["truncated"]
     assert out[1]["completion_ids"] == [7, 8, 9, 10] and out[1]["truncated"]
+
+
+# --- cold-start database, vLLM conversion, throughput script ----------------
+
+def test_load_database_merges_db_and_seed_rows(tmp_path):
+    # db.json from prepare.py, seed.jsonl with one kernel already in db.json, one imported correct kernel and one
+    # wrong kernel: the database holds each correct kernel once (step -1), the cache holds every seed result
+    ok = dict(status="ok", speedup=1.5)
+    (tmp_path / "db.json").write_text(json.dumps({"t1": [dict(code="A", speedup=1.5, step=-1, source="variant:a")]}))
+    rows = [dict(task="t1", code="A", correct=True, speedup=1.5, result=ok, variant="a"),
+            dict(task="t1", code="B", correct=True, speedup=2.0, result=dict(ok, speedup=2.0), source="cudal1:a100"),
+            dict(task="t2", code="C", correct=False, speedup=None, result=dict(status="incorrect"), variant="c")]
+    (tmp_path / "seed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    db, cache = rl.load_database(str(tmp_path), ["t1", "t2"])
+    assert [(e["code"], e["speedup"], e["step"], e["source"]) for e in db["t1"]] == \
+        [("A", 1.5, -1, "variant:a"), ("B", 2.0, -1, "cudal1:a100")]
+    assert db["t2"] == []
+    assert cache[rl.sha("t2", "C")]["status"] == "incorrect" and len(cache) == 3
+
+
+def test_vllm_generate_converts_outputs(monkeypatch):
+    # vLLM is not installed here: a stand-in module with vLLM's documented output shape (RequestOutput.outputs ->
+    # CompletionOutput with token_ids, finish_reason, stop_reason) checks order, EOS and truncation handling
+    import sys
+    import types
+    seen = {}
+
+    class SamplingParams:
+        def __init__(self, **kw):
+            seen.update(kw)
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=SamplingParams))
+    C = lambda ids, fin, stop=None: types.SimpleNamespace(token_ids=ids, finish_reason=fin, stop_reason=stop)
+
+    class LLM:
+        def generate(self, prompts, params, use_tqdm=False):
+            return [types.SimpleNamespace(prompt_token_ids=[1, 2], outputs=[C([5, 0], "stop"), C([6, 7], "length")]),
+                    types.SimpleNamespace(prompt_token_ids=[3], outputs=[C([8], "stop"), C([9], "stop", "###")])]
+
+    class Tok:
+        eos_token_id = 0
+        chat_template = None
+
+        def decode(self, ids, skip_special_tokens=True):
+            return " ".join(str(i) for i in ids if i != 0)
+    out = common.vllm_generate(LLM(), Tok(), ["p", "q"], 2, 16, temperature=0.7)
+    assert seen == dict(n=2, temperature=0.7, top_p=1.0, max_tokens=16)
+    assert [(o["prompt_ids"], o["completion_ids"], o["truncated"]) for o in out] == [
+        ([1, 2], [5, 0], False), ([1, 2], [6, 7], True), ([3], [8, 0], False), ([3], [9], False)]
+    assert out[0]["text"] == "5"
+
+
+def test_vllm_available_is_a_bool():
+    assert common.vllm_available() in (True, False)
+
+
+def test_steps_per_hour_script(tmp_path):
+    import subprocess
+    import sys
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(dict(step=i, t_step=s, world_size=2)) + "\n" for i, s in enumerate([60, 30, 30])))
+    p = subprocess.run([sys.executable, "scripts/steps_per_hour.py", str(log)], capture_output=True, text=True,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert p.returncode == 0, p.stderr
+    # (60 + 30 + 30) / 3 = 40 s/step -> 90 steps/hour; without step 0: 30 s/step -> 120 steps/hour
+    assert "world_size 2, 3 steps, 40.0 s/step, 90 steps/hour; without step 0: 30.0 s/step, 120 steps/hour" in p.stdout

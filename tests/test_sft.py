@@ -89,3 +89,54 @@ def test_sft_cli_errors_clearly(tmp_path):
     p = subprocess.run([sys.executable, "sft.py", f"--data={good}", "--init_from=/nonexistent/model",
                         f"--out_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode != 0 and "cannot load model '/nonexistent/model'" in p.stderr
+
+
+def _setup_small(tok):
+    sft.n_layer, sft.n_embd, sft.n_head, sft.block_size = 2, 64, 4, 256
+    sft.max_iters, sft.lr, sft.min_lr, sft.warmup_iters, sft.batch_size, sft.grad_accum = 6, 3e-3, 3e-4, 2, 2, 2
+    sft.device, sft.log_interval, sft.eval_interval, sft.max_len, sft.val_fraction = "cpu", 1, 1000, 256, 0.0
+    sft.save_interval, sft.stop_iter, sft.resume, sft.param_dtype = 0, 0, False, "float32"
+    torch.manual_seed(0)
+    return sft.tiny_model(tok)
+
+
+def test_resume_gives_the_same_next_loss(tok, tmp_path):
+    """An uninterrupted 6-iteration run against one stopped after iteration 3 (checkpoint) and resumed: the losses
+    of iterations 4-6 must be those of the uninterrupted run (same batches, same optimizer state, same weights)."""
+    rows = ROWS * 3
+    full = sft.train(_setup_small(tok), tok, rows, str(tmp_path / "a"))
+    assert [h[0] for h in full] == [1, 2, 3, 4, 5, 6]
+    model = _setup_small(tok)
+    sft.stop_iter = 3
+    part = sft.train(model, tok, rows, str(tmp_path / "b"))
+    assert [h[0] for h in part] == [1, 2, 3]
+    sft.stop_iter, sft.resume = 0, True
+    model, tok2 = common.load_model(str(tmp_path / "b"))  # what `sft.py --resume=True` loads
+    resumed = sft.train(model, tok2, rows, str(tmp_path / "b"))
+    sft.resume = False
+    assert [h[0] for h in resumed] == [1, 2, 3, 4, 5, 6]
+    for (i, a, _), (j, b, _) in zip(full, resumed):
+        assert a == pytest.approx(b, rel=1e-5, abs=1e-6), (i, a, b)
+    # a wrong resume would differ: losses move by far more than the tolerance between iterations
+    assert abs(full[3][1] - full[2][1]) > 1e-3
+
+
+def test_cli_resume_and_val_loss(tmp_path):
+    """sft.py as a subprocess: stop at iteration 4 (checkpoint in HF format), resume to 8; held-out loss printed."""
+    data = tmp_path / "d.jsonl"
+    with open(data, "w") as f:
+        for i in range(12):
+            f.write(common.json.dumps(dict(prompt=f"Task {i}: kernel {i}\n", response=f"x = {i} * {i}\n")) + "\n")
+    args = [sys.executable, "sft.py", "--init_from=tiny", f"--data={data}", f"--out_dir={tmp_path}", "--device=cpu",
+            "--vocab_size=300", "--n_layer=1", "--n_embd=32", "--n_head=2", "--max_len=128", "--batch_size=4",
+            "--max_iters=8", "--log_interval=2", "--eval_interval=4", "--lr=3e-3", "--warmup_iters=2"]
+    p = subprocess.run(args + ["--stop_iter=4"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "stop_iter=4: checkpoint saved" in p.stdout and "| val " in p.stdout
+    for f in ("config.json", "model.safetensors", "tokenizer.json", "state.pt"):
+        assert (tmp_path / "sft" / f).exists(), f
+    p = subprocess.run(args + ["--resume=True"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "resumed at iter 4" in p.stdout and "iter     8" in p.stdout, p.stdout
+    hist = common.json.load(open(tmp_path / "sft" / "history.json"))
+    assert [h[0] for h in hist] == [2, 4, 6, 8]

@@ -1,0 +1,133 @@
+"""Throughput of bench.evaluate_many vs plain torch load_inline (issue 6 item 7).
+
+    python scripts/bench_throughput.py --out results/bench/throughput.json [--n 64] [--plain 3]
+
+1. `--n` distinct one-kernel candidates (the same ReLU kernel with a different constant each, so every source
+   hash and build is distinct) on a small ReLU task (4096 x 4096 randn floats; small on purpose, so the batch
+   measures bench's own overhead), evaluated end to end with ONE evaluate_many call into a fresh build cache:
+   parallel builds, then one timed evaluation per GPU at a time.
+2. A fresh single-candidate compile through bench's cache (a new source; the precompiled header already warm,
+   as in an RL run): bench.build's compile_s.
+3. Plain torch.utils.cpp_extension.load_inline, default flags, on `--plain` fresh candidates, one after another,
+   each in its own process (what a naive evaluator does); the sequential time for --n candidates is
+   EXTRAPOLATED from their mean (building 64 that way takes ~50 min), and says so.
+Prints one summary line and writes everything to --out (JSON).
+"""
+import argparse, json, os, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+import bench  # noqa: E402
+
+TASK = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(4096, 4096)]
+
+
+def get_init_inputs():
+    return []
+'''
+CUDA = r"""
+__global__ void relu_kernel_K(const float* __restrict__ x, float* __restrict__ y, long long n) {
+    const float zero = 0.0f * K.0f;                  // K makes every candidate a distinct source
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > zero ? x[i] : zero;
+}
+void relu_launch_K(const float* x, float* y, long long n) {
+    if (n > 0) relu_kernel_K<<<(unsigned)((n + 255) / 256), 256>>>(x, y, n);
+}
+"""
+CPP = r"""
+void relu_launch_K(const float* x, float* y, long long n);
+torch::Tensor relu_K(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    relu_launch_K(xc.data_ptr<float>(), y.data_ptr<float>(), xc.numel());
+    return y;
+}
+"""
+
+
+def candidate(k, tag="tp"):
+    return (f"import torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n"
+            f"CUDA_SRC = r'''{CUDA.replace('K', str(k))}'''\nCPP_SRC = r'''{CPP.replace('K', str(k))}'''\n"
+            f"ext = load_inline(name='{tag}_relu_{k}', cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC, "
+            f"functions=['relu_{k}'])\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+            f"        return ext.relu_{k}(x)\n")
+
+
+def plain_load_inline(k, workdir):
+    """Seconds for one plain load_inline (default flags, fresh build directory), in a fresh process."""
+    code = (f"import time, torch\nfrom torch.utils.cpp_extension import load_inline\nt0 = time.time()\n"
+            f"m = load_inline(name='plain_relu_{k}', cpp_sources={CPP.replace('K', str(k))!r}, "
+            f"cuda_sources={CUDA.replace('K', str(k))!r}, functions=['relu_{k}'], build_directory={workdir!r})\n"
+            f"print('SECONDS', time.time() - t0)\n")
+    t0 = time.time()
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
+    wall = time.time() - t0
+    line = [x for x in p.stdout.splitlines() if x.startswith("SECONDS")]
+    return dict(rc=p.returncode, build_s=float(line[0].split()[1]) if line else None, process_s=wall,
+                error=(p.stderr[-1500:] if p.returncode else ""))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--n", type=int, default=64, help="distinct candidates in the evaluate_many batch")
+    ap.add_argument("--plain", type=int, default=3, help="plain load_inline builds to time (then extrapolate)")
+    ap.add_argument("--build_workers", type=int, default=0, help="0 = os.cpu_count()")
+    ap.add_argument("--time_budget_s", type=float, default=0.3)
+    a = ap.parse_args()
+    tag = f"tp{int(time.time()) % 100000}"            # fresh sources on every run: nothing cached from before
+    root = tempfile.mkdtemp(prefix="bench_tp_")
+    out = dict(n=a.n, cpus=os.cpu_count(), gpus=bench.torch.cuda.device_count(), build_root=root)
+
+    jobs = [(f"relu_{k}", TASK, candidate(k, tag)) for k in range(a.n)]
+    t0 = time.time()
+    res = bench.evaluate_many(jobs, device="cuda", build_root=root, build_workers=a.build_workers or None,
+                              time_budget_s=a.time_budget_s, progress=True)
+    out["batch_s"] = time.time() - t0
+    out["batch_eval_s"] = sum(r["eval_s"] or 0 for r in res)
+    out["batch_ok"] = sum(r["status"] == "ok" for r in res)
+    out["statuses"] = {s: sum(r["status"] == s for r in res) for s in {r["status"] for r in res}}
+    out["results"] = res
+
+    single = bench.build(candidate(10 ** 6, tag), device="cuda", build_root=root)
+    out["cached_fresh_compile_s"] = single["compile_s"] if single["status"] == "ok" else None
+    out["cached_fresh_status"] = single["status"]
+
+    plain = []
+    with tempfile.TemporaryDirectory() as d:
+        for k in range(a.plain):
+            wd = os.path.join(d, f"plain{k}")
+            os.makedirs(wd)
+            plain.append(plain_load_inline(10 ** 7 + k, wd))
+            print(f"[plain] load_inline {k + 1}/{a.plain}: {plain[-1]}", file=sys.stderr, flush=True)
+    ok = [p["build_s"] for p in plain if p["rc"] == 0 and p["build_s"]]
+    out["plain"] = plain
+    out["plain_mean_s"] = sum(ok) / len(ok) if ok else None
+    out["plain_sequential_extrapolated_s"] = out["plain_mean_s"] * a.n if ok else None
+    ratio = out["plain_mean_s"] / out["cached_fresh_compile_s"] if ok and out["cached_fresh_compile_s"] else None
+    out["single_compile_speedup"] = ratio
+    print(f"SUMMARY throughput: {a.n} distinct candidates end to end with evaluate_many: {out['batch_s']:.0f} s "
+          f"({out['batch_ok']}/{a.n} ok; {out['batch_eval_s']:.0f} s of it in evaluations; {out['cpus']} CPUs, "
+          f"{out['gpus']} GPU(s)); plain sequential load_inline: "
+          + (f"{out['plain_mean_s']:.1f} s each (mean of {len(ok)}), EXTRAPOLATED x{a.n} = "
+             f"{out['plain_sequential_extrapolated_s'] / 60:.1f} min" if ok else "failed")
+          + f"; fresh single compile: bench cache {out['cached_fresh_compile_s'] or float('nan'):.1f} s vs plain "
+          + (f"{out['plain_mean_s']:.1f} s ({ratio:.1f}x faster)" if ratio else "n/a")
+          + " (targets: batch < 180 s, single compile >= 3x faster)")
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    json.dump(out, open(a.out, "w"), indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Data parallelism on CPU with real `torchrun --nproc_per_node=2` (gloo): common.ddp_setup, and rl.py itself."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(args, tmp_path, timeout):
+    env = dict(os.environ, PYTHONPATH=ROOT, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
+               CUDAL1_BUILD_ROOT=str(tmp_path / "build"))
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}"]
+                          + args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_ddp_setup_gloo_all_reduce(tmp_path):
+    script = tmp_path / "ddp.py"
+    script.write_text(textwrap.dedent("""
+        import json, sys, torch, torch.distributed as dist, common
+        rank, world, local, device = common.ddp_setup("cpu")
+        x = torch.tensor([float(rank + 1)])
+        dist.all_reduce(x)  # 1 + 2
+        got = common.ddp_gather({"rank": rank})
+        common.append_jsonl(sys.argv[1], dict(rank=rank, world=world, local=local, device=device, sum=x.item(),
+                                              gathered=[g["rank"] for g in got]))
+        common.ddp_cleanup()
+    """))
+    p = torchrun([str(script), str(tmp_path / "out.jsonl")], tmp_path, 120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = sorted((json.loads(l) for l in open(tmp_path / "out.jsonl")), key=lambda r: r["rank"])
+    assert [r["rank"] for r in rows] == [0, 1] and all(r["world"] == 2 and r["device"] == "cpu" for r in rows)
+    assert all(r["sum"] == 3.0 and r["gathered"] == [0, 1] for r in rows)
+
+
+def test_ddp_setup_outside_torchrun():
+    import common
+    assert common.ddp_setup("cpu") == (0, 1, 0, "cpu") or "RANK" in os.environ
+    assert common.ddp_gather(5) == [5]
+
+
+UPDATE = textwrap.dedent("""
+    # one GRPO update on 4 fixed completions: the whole batch in one process, or 2 + 2 rows on 2 ranks
+    import sys, torch, common, rl
+    from transformers import LlamaConfig, LlamaForCausalLM
+    rank, world, _, _ = common.ddp_setup("cpu")
+    rows = [dict(prompt_ids=[1, 2, 3], completion_ids=[4, 5, 6, 7, 8]), dict(prompt_ids=[9], completion_ids=[10]),
+            dict(prompt_ids=[11, 12], completion_ids=[13, 14]), dict(prompt_ids=[15, 16, 17, 18], completion_ids=[19, 20, 21])]
+    adv = torch.tensor([1.0, -0.5, 2.0, -1.0])
+    out = {}
+    for lt in ("grpo", "dr_grpo", "dapo"):
+        rl.loss_type, rl.micro_batch_size, rl.num_iterations, rl.beta = lt, 1, 2, 0.1
+        rl.max_completion_length, rl.temperature, rl.grad_clip, rl.epsilon, rl.epsilon_high = 8, 1.0, 1e9, 0.2, 0.2
+        torch.manual_seed(0)
+        cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                          num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
+        model, ref = LlamaForCausalLM(cfg), LlamaForCausalLM(cfg).requires_grad_(False)
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)  # plain SGD: a gradient scaled wrong shows (Adam hides it)
+        mine = slice(2 * rank, 2 * rank + 2) if world == 2 else slice(0, 4)
+        stats, n = rl.grpo_update(model, ref, opt, rows[mine], adv[mine], 0, world=world)
+        out[lt] = dict(params=[p.detach().clone() for p in model.parameters()], n=n,
+                       loss=sum(s["loss"] for s in common.ddp_gather(stats)))
+    if rank == 0:
+        torch.save(out, sys.argv[1])
+    common.ddp_cleanup()
+""")
+
+
+def test_two_rank_update_equals_one_process_update(tmp_path):
+    import torch
+    script = tmp_path / "update.py"
+    script.write_text(UPDATE)
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, str(script), str(tmp_path / "one.pt")], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    p = torchrun([str(script), str(tmp_path / "two.pt")], tmp_path, 300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
+    for lt in one:
+        assert one[lt]["n"] == two[lt]["n"] == 4
+        assert abs(one[lt]["loss"] - two[lt]["loss"]) < 1e-6, lt
+        moved = max((a - b).abs().max().item() for a, b in zip(one[lt]["params"], two[lt]["params"]))
+        assert moved < 1e-5, (lt, moved)
+    # and the update did something: the weights differ between loss types
+    assert max((a - b).abs().max().item() for a, b in zip(one["grpo"]["params"], one["dapo"]["params"])) > 1e-4
