@@ -48,7 +48,8 @@ Departures, so that nobody compares the wrong numbers:
     failed on a task, the kernel is compared with eager there (what a user without B would run).
   - The warm-up workers share the GPU while they compile, so Triton's autotuning of pointwise/reduction configs
     (default mode) may pick a different config than an idle GPU would; the timing itself runs alone.
-  - Only tasks with a row for every method enter the tables ("measured"); the others are listed as missing.
+  - "Measured" are the tasks with a row for every method. A partial run (stopped early) reports each method over
+    the tasks it has rows for, and "K vs B" over the tasks both have, saying how many each method misses.
 
 Outputs in eval_dir (default out_dir/eval): results.jsonl (a row per (task, method)), runs.jsonl (command, date,
 commit, Triton version of every measuring run), summary.json, summary.md (the tables, also printed, with the
@@ -341,50 +342,77 @@ def cache_env():
 def warm_child(folder):
     """`python evaluate.py --_warm FOLDER` (task.py, candidate.py, spec.json in FOLDER): builds and calls the
     baseline the way bench's child does (backend flags, seed 42, construction under torch.device, calls under
-    no_grad outside it), so that inductor's cache key (graph, input metadata, flags) is the one bench will look up."""
-    import importlib.util
-    import torch
-    spec = json.load(open(os.path.join(folder, "spec.json")))
-    mods = {}
-    for key in ("task", "candidate"):
-        s = importlib.util.spec_from_file_location(f"warm_{key}", os.path.join(folder, key + ".py"))
-        mods[key] = sys.modules[s.name] = importlib.util.module_from_spec(s)
-        s.loader.exec_module(mods[key])
-    import bench
-    bench._set_flags(bench.FIXED_FLAGS)
-    dev = torch.device(spec["device"])
-    if dev.type == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
-        torch.set_num_threads(1)  # as bench's CPU child: inductor's C++ code may depend on the thread count
+    no_grad outside it), so that inductor's cache key (graph, input metadata, flags) is the one bench will look up.
+    Prints one "warm: ..." line; on an error the traceback and, last, "warm-up error: Type: message" (exit status 1)."""
     t0 = time.perf_counter()
-    with torch.no_grad():
-        torch.manual_seed(42)
-        with torch.device(dev):
-            init = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in mods["task"].get_init_inputs()]
+    try:
+        import importlib.util
+        import torch
+        spec = json.load(open(os.path.join(folder, "spec.json")))
+        mods = {}
+        for key in ("task", "candidate"):
+            s = importlib.util.spec_from_file_location(f"warm_{key}", os.path.join(folder, key + ".py"))
+            mods[key] = sys.modules[s.name] = importlib.util.module_from_spec(s)
+            s.loader.exec_module(mods[key])
+        import bench
+        bench._set_flags(bench.FIXED_FLAGS)
+        dev = torch.device(spec["device"])
+        if dev.type == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
+            torch.set_num_threads(1)  # as bench's CPU child: inductor's C++ code may depend on the thread count
+        t1 = time.perf_counter()
+        with torch.no_grad():
             torch.manual_seed(42)
-            m = mods["candidate"].ModelNew(*init)
-            torch.manual_seed(43)
-            x = [a.to(dev) if isinstance(a, torch.Tensor) else a for a in mods["task"].get_inputs()]
-        m = m.to(dev) if isinstance(m, torch.nn.Module) else m
-        for _ in range(2):
-            m(*x)
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-    print(f"warm: {time.perf_counter() - t0:.1f} s")
+            with torch.device(dev):
+                init = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in mods["task"].get_init_inputs()]
+                torch.manual_seed(42)
+                m = mods["candidate"].ModelNew(*init)
+                torch.manual_seed(43)
+                x = [a.to(dev) if isinstance(a, torch.Tensor) else a for a in mods["task"].get_inputs()]
+            m = m.to(dev) if isinstance(m, torch.nn.Module) else m
+            for _ in range(2):
+                m(*x)
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+    except BaseException as e:  # the parent shows the last line: make it the cause, not a timing
+        import traceback
+        traceback.print_exc()
+        print(f"warm-up error: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[-1][:300]}", flush=True)
+        return 1
+    # flushed now: a pipe is block-buffered, and a worker killed later (a stopped run) would lose the line
+    print(f"warm: imports {t1 - t0:.1f} s, build + 2 calls {time.perf_counter() - t1:.1f} s", flush=True)
     return 0
+
+
+def warm_failure(returncode, out):
+    """Why a warm-up worker failed, in one line: the signal that killed it, else its last error line (a line with
+    "Error" or "Exception", as a traceback ends), else its last line."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}" + (f" after '{out.strip().splitlines()[-1][:120]}'" if out.strip() else "")
+    lines = [s.strip() for s in out.strip().splitlines() if s.strip()]
+    errs = [s for s in lines if re.search(r"(Error|Exception|error)\b", s)]
+    return f"exit status {returncode}: " + ((errs or lines or ["no output"])[-1][:300])
 
 
 def warm(jobs):
     """Compile [(task_name, task_src, baseline_src)] into the shared cache, compile_workers processes at a time.
-    Returns {status: count}; a failed warm-up only means bench compiles that baseline itself."""
-    procs, env = [], dict(os.environ, **cache_env())
+    Returns {status: count} (ok, failed, timeout, stopped); a failed warm-up only means bench compiles that baseline
+    itself, and its cause (warm_failure) is printed."""
+    procs, env, stopping, times = [], dict(os.environ, **cache_env()), [], []
 
     def one(job):
+        if stopping:
+            return "stopped"
         d = tempfile.mkdtemp(prefix="cudal1_warm_")
         try:
             for key, text in (("task", job[1]), ("candidate", job[2])):
                 with open(os.path.join(d, key + ".py"), "w") as f:
                     f.write(text)
             common.write_json_atomic(os.path.join(d, "spec.json"), dict(device=device))
+            t0 = time.time()
             p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--_warm", d], cwd=d, env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
             procs.append(p)
@@ -393,17 +421,26 @@ def warm(jobs):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.communicate()
+                tqdm.write(f"warm-up of {job[0]} timed out after {timeout_s:.0f} s (bench will compile it)")
                 return "timeout"
-            if p.returncode:
-                tqdm.write(f"warm-up of {job[0]} failed (bench will compile it): {(out.strip().splitlines() or ['?'])[-1][:200]}")
-            return "ok" if p.returncode == 0 else "failed"
+            if p.returncode == 0:
+                times.append((time.time() - t0, (out.strip().splitlines() or ["?"])[-1]))
+                return "ok"
+            if stopping:  # killed because this run is stopping: not a failure of the warm-up
+                return "stopped"
+            tqdm.write(f"warm-up of {job[0]} failed (bench will compile it): {warm_failure(p.returncode, out)}")
+            return "failed"
         finally:
             shutil.rmtree(d, ignore_errors=True)
     pool = ThreadPoolExecutor(max(1, compile_workers))
     try:
-        return dict(collections.Counter(tqdm(pool.map(one, jobs), total=len(jobs), desc="warm compile cache",
-                                             leave=False)))
+        st = dict(collections.Counter(tqdm(pool.map(one, jobs), total=len(jobs), desc="warm compile cache", leave=False)))
+        if times:  # where a worker's time goes (the rest of its wall time is interpreter start and exit)
+            wall, last = max(times)
+            tqdm.write(f"warm-up: slowest worker {wall:.0f} s wall ({last})")
+        return st
     except BaseException:
+        stopping.append(True)
         for p in procs:  # Ctrl-C / SIGTERM: stop the workers this process started
             p.kill()
         raise
@@ -508,7 +545,7 @@ def plot(spd, methods, levels_, timed, rows, out_dir):
     fig, axes = plt.subplots(1, len(levels_), figsize=(5 * len(levels_), 4), squeeze=False)
     for ax, (lvl, names) in zip(axes[0], levels_):
         for m in methods:
-            ax.plot(sorted((spd[m].get(t) or 1.0 for t in names), reverse=True), label=m)
+            ax.plot(sorted((spd[m][t] or 1.0 for t in names if t in spd[m]), reverse=True), label=m)
         ax.set(yscale="log", title=lvl, xlabel="task (sorted)", ylabel="speedup vs eager (x)")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
@@ -628,7 +665,9 @@ if __name__ == "__main__":
         unavailable["cuda_graph"] = "needs a CUDA device"
     timed = [b for b in bl if b != "eager" and b not in unavailable]
     other = {r.get("source") for r in rows.values() if r["method"] == main_method} - {source}
-    if main_method and other:
+    if main_method and other and summarize_only:  # nothing is measured: the rows are reported as they are
+        print(f"warning: {res_path} holds results of {sorted(other)}, not of {source}; reporting them as they are")
+    elif main_method and other:
         sys.exit(f"error: {res_path} holds results of {sorted(other)}; use another --eval_dir")
     print(f"{len(tasks)} tasks from {task_source}, {main_method or 'no kernels'} from {source}, baselines {bl}, device {device}, "
           f"protocol {protocol}; {len({t for t, _ in rows})} tasks have rows in {res_path}")
@@ -756,35 +795,39 @@ if __name__ == "__main__":
         deg[t["name"]], s = degenerate_of(t, t["name"] in own_ref, screened)
         deg_src[s] += 1
     methods = ([main_method] if main_method else []) + [b for b in bl if b not in unavailable]
+    # a run stopped early (Ctrl-C, `timeout`) still reports every method over the tasks it has rows for; "measured"
+    # are the tasks every method has a row for, and each method's table counts only its own tasks
+    have = {m: [n for n in names if (n, m) in rows] for m in methods}
     measured = [n for n in names if all((n, m) in rows for m in methods)]
     missing = [n for n in names if n not in measured]
-    spd = {m: {n: rows[(n, m)]["speedup"] for n in measured} for m in methods}
+    reported = [n for n in names if any((n, m) in rows for m in methods)]
+    spd = {m: {n: rows[(n, m)]["speedup"] for n in have[m]} for m in methods}
     table_methods = list(methods)
     if main_method:
-        for b in timed:  # kernel over baseline, task by task; eager where the baseline failed
-            spd[f"{main_method} vs {b}"] = {n: (k / spd[b][n] if spd[b].get(n) else k) if k else None
-                                            for n, k in spd[main_method].items()}
+        for b in timed:  # kernel over baseline, task by task, where both have a row; eager where the baseline failed
+            spd[f"{main_method} vs {b}"] = {n: (k / spd[b][n] if spd[b][n] else k) if k else None
+                                            for n, k in spd[main_method].items() if n in spd[b]}
             table_methods.append(f"{main_method} vs {b}")
-        pub = {n: rows[(n, main_method)].get("published") or {} for n in measured}
+        pub = {n: rows[(n, main_method)].get("published") or {} for n in have[main_method]}
         for b, key in PUBLISHED.items() if any(pub.values()) else ():  # CUDA-L1's own numbers, for comparison only
             if b == "eager" or b in bl:
                 m = "published" + (f" vs {b}" if b != "eager" else "")
                 spd[m] = {n: p[key] if good(p.get(key)) else None for n, p in pub.items()}
                 table_methods.append(m)
     level_by_name = {t["name"]: t["level"] for t in tasks}
-    by_level = [(f"level{L}", [n for n in measured if level_by_name[n] == L])
-                for L in sorted({level_by_name[n] for n in measured}, key=str)]
-    by_level.append(("all", measured))
+    by_level = [(f"level{L}", [n for n in reported if level_by_name[n] == L])
+                for L in sorted({level_by_name[n] for n in reported}, key=str)]
+    by_level.append(("all", reported))
     runs = common.read_jsonl(runs_path) if os.path.exists(runs_path) else []
     env = next(({k: r.get(k) for k in ("device_name", "torch_version", "cuda_version", "protocol")}
                 for r in rows.values() if r.get("device_name")), {})
     runs = runs or [this_run()]  # a re-summary names only the runs that measured
     env.update({k: v for k, v in runs[-1].items() if k != "command"}, commands=[r["command"] for r in runs])
     tables = {}
-    unknown_deg = [n for n in measured if deg[n] is None]
+    unknown_deg = [n for n in reported if deg[n] is None]
     variants = [("all tasks", lambda n: True)] + ([] if unknown_deg else [("without degenerate tasks", lambda n: not deg[n])])
     for title, keep in variants:
-        tables[title] = [dict(method=m, level=lvl, **summarize([spd[m].get(n) for n in ns if keep(n)]))
+        tables[title] = [dict(method=m, level=lvl, **summarize([spd[m][n] for n in ns if keep(n) and n in spd[m]]))
                          for m in table_methods for lvl, ns in by_level]
     text = (f"speedup = t_eager / t_method (x); a failed task counts as 1.0x except in 'mean ok'; ok and >1.01x are "
             f"counts of tasks; fast_p = share of all tasks correct with speedup > p. Device {env.get('device_name') or device}, "
@@ -792,17 +835,22 @@ if __name__ == "__main__":
             f"protocol {protocol}, atol {atol}, rtol {rtol}, commit {env.get('git_commit')}, {env['date_utc']} UTC.\n"
             + "".join(f"Command: `{c}`\n" for c in env["commands"]) + f"\nMeasured {len(measured)} of {len(names)} selected tasks"
             + (f"; missing ({len(missing)}): {', '.join(missing[:40])}{' ...' if len(missing) > 40 else ''}" if missing else "")
-            + f".\nDegenerate tasks (REFERENCE.md §3): {sum(bool(deg[n]) for n in measured)} of the measured; sources: "
+            + "".join(f"\n- {m}: {len(have[m])} of {len(names)} tasks" + (f", missing {len(names) - len(have[m])}" if
+                      len(have[m]) < len(names) else "") for m in methods if missing)
+            + (f"\nEach table row counts only the tasks its method has rows for ('K vs B': both); the run is partial"
+               if missing else "")
+            + f".\nDegenerate tasks (REFERENCE.md §3): {sum(bool(deg[n]) for n in reported)} of the "
+            + ("reported" if missing else "measured") + "; sources: "
             + ", ".join(f"{s} {c}" for s, c in deg_src.items()) + ".\n")
     for title, entries in tables.items():
         text += f"\n### {title}\n\n" + markdown_table(entries)
     if unknown_deg:
-        text += f"\n### without degenerate tasks\n\nunknown: {len(unknown_deg)} measured tasks have no degenerate " \
+        text += f"\n### without degenerate tasks\n\nunknown: {len(unknown_deg)} reported tasks have no degenerate " \
                 f"status (no tasks_file field, no screen, not a KernelBench L1-L3 name): {', '.join(unknown_deg[:10])}\n"
     text += "".join(f"\n- {b}: unavailable ({why})" for b, why in unavailable.items())
-    mix, hacks = {}, {m: hack_counts([rows[(n, m)] for n in measured]) for m in methods}
+    mix, hacks = {}, {m: hack_counts([rows[(n, m)] for n in have[m]]) for m in methods}
     if main_method:
-        mix = {lvl: kernel_mix([rows[(n, main_method)] for n in ns]) for lvl, ns in by_level}
+        mix = {lvl: kernel_mix([rows[(n, main_method)] for n in ns if (n, main_method) in rows]) for lvl, ns in by_level}
         text += ("\n\n### what the correct kernels are (bench's custom_kernel_calls in the first correctness trial)\n\n"
                  "| level | correct | custom kernel ran | PyTorch only | unknown | CUDA in source | share custom |\n"
                  "|---|---:|---:|---:|---:|---:|---:|\n"
@@ -816,6 +864,7 @@ if __name__ == "__main__":
         f.write(f"# Evaluation: {main_method or 'baselines'} = {source}\n\n{text}")
     common.write_json_atomic(os.path.join(out_dir, "summary.json"), dict(
         config=config, env=env, unavailable=unavailable, measured=len(measured), missing=missing,
+        measured_by_method={m: len(have[m]) for m in methods},
         degenerate={n: deg[n] for n in names}, tables=tables, kernel_mix=mix, hacks=hacks,
         elapsed_s=round(time.time() - t0, 1)))
     write_csv(os.path.join(out_dir, "per_task.csv"), tasks, deg, rows, methods, main_method,

@@ -502,7 +502,8 @@ if __name__ == "__main__":
               f"params, {world} rank(s), {batch_size * grad_accum * world} examples per step")
     train(model, tok, rows, save_dir)
     if world > 1:  # the ranks trained one model: their weights must agree
-        print(f"rank {rank} param checksum {sum(p.detach().double().sum().item() for p in model.parameters()):.8f}")
+        checksum = sum(p.detach().double().sum().item() for p in model.parameters())
+        print(f"rank {rank} param checksum {checksum:.8f}", flush=True)  # flush: torchrun's pipe may drop it
     common.ddp_cleanup()
     if rank == 0:
         print(f"saved to {save_dir}")

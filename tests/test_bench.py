@@ -2,7 +2,6 @@
 record is complete, the comparison and the rounding match golden values, the build cache builds once, never
 collides and survives a stale lock, and the CLI exits 0/1. All candidates run once, in parallel, in a module
 fixture (the real C++ compiles dominate: ~1-2 min on 2 cores)."""
-import contextlib
 import glob
 import json
 import math
@@ -433,23 +432,31 @@ def test_time_floor_golden():
 
 # ---- issue 6: the GPU suites' sources compile (nvcc for CUDA, g++ for the C++ wrappers; no GPU needed) ----
 
-def _inline_sources(path):
-    """The load_inline keyword arguments of a candidate file, captured by importing it with a stub loader."""
-    import importlib.util
-    from torch.utils import cpp_extension
-    calls = []
+_PROBE = r"""
+import contextlib, importlib.util, json, os, sys
+from torch.utils import cpp_extension
+out, calls = {}, None
 
-    def stub(*a, **kw):
-        calls.append(dict(zip(["name", "cpp_sources", "cuda_sources"], a), **kw))
-        raise RuntimeError("stub")
-    orig, cpp_extension.load_inline = cpp_extension.load_inline, stub
-    try:
-        spec = importlib.util.spec_from_file_location("probe_" + os.path.basename(path)[:-3], path)
-        with contextlib.suppress(RuntimeError, NameError, AttributeError):
-            spec.loader.exec_module(importlib.util.module_from_spec(spec))
-    finally:
-        cpp_extension.load_inline = orig
-    return calls
+def stub(*a, **kw):
+    calls.append(dict(zip(["name", "cpp_sources", "cuda_sources"], a), **kw))
+    raise RuntimeError("stub")
+cpp_extension.load_inline = stub
+for path in sys.argv[1:]:
+    calls = out[path] = []
+    spec = importlib.util.spec_from_file_location("probe_" + os.path.basename(path)[:-3], path)
+    with contextlib.suppress(RuntimeError, NameError, AttributeError):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+print("PROBE" + json.dumps(out, default=repr))
+"""
+
+
+def _inline_sources(paths):
+    """{path: [load_inline keyword arguments]} of candidate files, captured by importing them with a stub loader
+    in ONE child process: the hack files patch torch globals (torch.allclose, backend flags) at import, which
+    would poison every later test of this pytest process."""
+    p = subprocess.run([sys.executable, "-c", _PROBE, *paths], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.split("PROBE", 1)[1])
 
 
 def test_gpu_suite_sources_compile(tmp_path):
@@ -463,8 +470,9 @@ def test_gpu_suite_sources_compile(tmp_path):
     files = sorted(glob.glob(os.path.join(ROOT, "tests", "legit", "*.py")) +
                    glob.glob(os.path.join(ROOT, "tests", "hacks", "*.py")))
     cpp_tu, cuda_jobs = ["#include <torch/extension.h>"], []
+    calls = _inline_sources(files)
     for f in files:
-        for i, c in enumerate(_inline_sources(f)):
+        for i, c in enumerate(calls[f]):
             stem = f"{os.path.basename(os.path.dirname(f))}_{os.path.basename(f)[:-3]}_{i}"
             if c.get("cuda_sources"):
                 cu = tmp_path / f"{stem}.cu"

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import runpy
+import shutil
 import subprocess
 import sys
 
@@ -356,14 +357,117 @@ def test_baselines_only_and_interrupt(tmp_path, monkeypatch, capsys):
     text = _run(monkeypatch, capsys, fake, *args)
     assert "interrupted" in text and fake.calls[0] == ("one", "level1/1_RowScale", False)
     assert "Measured 1 of 2 selected tasks; missing (1): level2/1_TanhScale" in text
-    assert "| compile | level1 | 1.00 | 1.00 |" in text and "| eager | all | 1.00 |" in text  # compile failed on task 1
-    assert "| cudnn_benchmark | all | 1.10 |" in text and "| level2 |" not in text and "| kernels" not in text
+    assert "- eager: 1 of 2 tasks, missing 1\n- compile: 2 of 2 tasks\n- cudnn_benchmark: 1 of 2 tasks, missing 1" in text
+    # each method over the tasks it has rows for: compile failed on task 1 and has task 2 (1.5x)
+    assert "| compile | level1 | 1.00 | 1.00 |" in text and "| compile | all | 1.25 | 1.50 |" in text
+    assert "| eager | all | 1.00 | 1.00 | 1.00 | 1.00 | 1.00 | 1/1 |" in text and "| eager | level2 | - |" in text
+    assert "| cudnn_benchmark | all | 1.10 | 1.10 | 1.10 | 1.10 | 1.10 | 1/1 |" in text and "| kernels" not in text
     assert [r["method"] for r in _lines(f"{out}/results.jsonl")] == ["compile", "cudnn_benchmark", "eager", "compile"]
     fake = FakeBench()
     text = _run(monkeypatch, capsys, fake, *args)  # continues with the one missing run
     assert fake.calls == [("one", "level2/1_TanhScale", False)]
     assert "Measured 2 of 2 selected tasks." in text and "| compile | all | 1.25 | 1.50 |" in text
     assert _csv(f"{out}/per_task.csv")["level2/1_TanhScale"]["compile_speedup"] == "1.5"
+
+
+def test_partial_run_still_reports_the_kernels(tmp_path, monkeypatch, capsys):
+    """A run stopped in phase 2 (the H200 CUDA-L1 run: `timeout` during the compile warm-up) has every kernels row
+    and no baseline row: the kernels table must still be there, and each method says how many tasks it misses."""
+    out = str(tmp_path / "eval")
+    args = [f"--kernels={FIX}/eval_kernels.jsonl", f"--tasks_file={FIX}/eval_tasks.jsonl", "--device=cpu",
+            "--baselines=eager,compile,cudnn_benchmark", f"--eval_dir={out}", "--compile_workers=0"]
+    fake = FakeBench(interrupt_after=0)  # the first baseline run is "interrupted"
+    text = _run(monkeypatch, capsys, fake, *args)
+    assert "interrupted" in text and [r["method"] for r in _lines(f"{out}/results.jsonl")] == ["kernels"] * 2
+    assert "Measured 0 of 2 selected tasks; missing (2)" in text
+    assert "- kernels: 2 of 2 tasks\n- eager: 0 of 2 tasks, missing 2\n- compile: 0 of 2 tasks, missing 2" in text
+    kern_all = "| kernels | all | 2.50 | 4.00 | 3.25 | 2.50 | 1.75 | 1/2 | 1/2 | 4.00 | 2.00 | 0.50 | 0.50 | 0.50 | 0.50 |"
+    assert text.count(kern_all) == 2  # both tables (neither task is degenerate)
+    assert "| compile | all | - | - | - | - | - | 0/0 | 0/0 |" in text
+    assert "| kernels vs compile | all | - | - | - | - | - | 0/0 |" in text  # no compile row: no ratio, not a failure
+    assert "| all | 1 | 0 | 1 | 0 | 0 | 0% |" in text  # the kernel mix covers the kernels rows too
+    summary = json.load(open(f"{out}/summary.json"))
+    assert summary["measured"] == 0 and summary["measured_by_method"] == {"kernels": 2, "eager": 0, "compile": 0,
+                                                                          "cudnn_benchmark": 0}
+    assert _csv(f"{out}/per_task.csv")["level1/1_RowScale"]["kernels_speedup"] == "4.0"
+    text2 = _run(monkeypatch, capsys, FakeBench(), *args, "--summarize_only=True")
+    assert text2.count(kern_all) == 2 and "Measured 0 of 2" in text2
+
+
+COMMITTED = os.path.join(ROOT, "results", "cudal1_sample_h200")
+
+
+@pytest.mark.skipif(not (os.path.exists(SAMPLE) and os.path.exists(os.path.join(COMMITTED, "results.jsonl"))),
+                    reason="CUDA-L1 sample or the committed H200 run not present")
+def test_summarize_only_committed_cudal1_h200_run(tmp_path, monkeypatch, capsys):
+    """--summarize_only=True on the committed (stopped) H200 run of the 7 CUDA-L1 sample kernels prints their rows.
+    By hand from that run's bench lines: correct 22.827x (level1/12), 0.747x (level1/32), 2.966x (level1/88); the
+    other four are hacks (failures, 1.0x): mean (22.827 + 0.747 + 2.966 + 4) / 7 = 4.363, max 22.83, 3/7 ok, 2/7 >
+    1.01x, mean ok 26.54 / 3 = 8.85."""
+    for f in ("results.jsonl", "runs.jsonl"):
+        shutil.copy(os.path.join(COMMITTED, f), tmp_path / f)
+    fake = FakeBench()
+    text = _run(monkeypatch, capsys, fake, f"--kernels={SAMPLE}", f"--eval_dir={tmp_path}", "--summarize_only=True",
+                "--baselines=eager,compile,compile_reduce_overhead,cuda_graph,cudnn_benchmark", "--screen_degenerate=False")
+    assert fake.calls == []  # nothing measured
+    assert "| kernels | all | 4.36 | 22.83 |" in text and "| 3/7 | 2/7 | 8.85 |" in text
+    assert "Measured 0 of 7 selected tasks" in text and "- kernels: 7 of 7 tasks" in text
+    assert "- compile: 0 of 7 tasks, missing 7" in text
+    assert open(tmp_path / "results.jsonl").read() == open(os.path.join(COMMITTED, "results.jsonl")).read()
+
+
+def test_warm_failure_names_the_cause():
+    assert evaluate.warm_failure(-15, "warm: imports 9.0 s, build + 2 calls 13.5 s\n") == \
+        "killed by SIGTERM after 'warm: imports 9.0 s, build + 2 calls 13.5 s'"
+    tb = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad shape\nwarm-up error: ValueError: bad shape\n'
+    assert evaluate.warm_failure(1, tb) == "exit status 1: warm-up error: ValueError: bad shape"
+    assert evaluate.warm_failure(1, "W1129 some warning\nRuntimeError: boom\nprinted after\n") == \
+        "exit status 1: RuntimeError: boom"  # the last error line, not the last line
+    assert evaluate.warm_failure(3, "") == "exit status 3: no output"
+
+
+def test_warm_reports_the_workers_error_cpu(tmp_path, monkeypatch, capsys):
+    """A real warm-up worker whose task raises: warm counts it failed and prints the worker's error, not a timing."""
+    task = _tasks()[0]["src"] + "\n\ndef get_inputs():\n    raise RuntimeError('no inputs today')\n"
+    for k, v in dict(device="cpu", compile_workers=1, timeout_s=300.0, inductor_cache=str(tmp_path / "c")).items():
+        monkeypatch.setattr(evaluate, k, v)
+    assert evaluate.warm([("level1/x", task, evaluate.baseline_source(task, "compile"))]) == {"failed": 1}
+    out = capsys.readouterr()
+    assert "warm-up of level1/x failed (bench will compile it): exit status 1: warm-up error: RuntimeError: no " \
+           "inputs today" in out.out + out.err
+
+
+def _cudal1_ref(level, task_id):
+    return next(r["ref_code"] for r in map(json.loads, open(SAMPLE)) if (r["level_id"], r["task_id"]) == (level, task_id))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists(SAMPLE), reason="CUDA-L1 sample not present")
+def test_warm_cudal1_ref_code_with_float_input_cpu(tmp_path, monkeypatch):
+    """CUDA-L1's level1/5 reference (inputs made on the CPU, a python float `s = 3.14` as the second input; sizes
+    cut for a CPU) goes through the warm path for both compile baselines and fills the cache."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+        get_cpp_compiler()
+    except Exception as e:
+        pytest.skip(f"no inductor C++ compiler: {e}")
+    ref = _cudal1_ref(1, 5).replace("M = 16384", "M = 256").replace("N = 4096", "N = 128")
+    assert "s = 3.14" in ref and "M = 256" in ref
+    for k, v in dict(device="cpu", compile_workers=2, timeout_s=600.0, inductor_cache=str(tmp_path / "c")).items():
+        monkeypatch.setattr(evaluate, k, v)
+    assert evaluate.warm([("level1/5", ref, evaluate.baseline_source(ref, b)) for b in evaluate.COMPILED]) == {"ok": 2}
+    assert _fx_files(str(tmp_path / "c"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not os.path.exists(SAMPLE), reason="CUDA-L1 sample not present")
+def test_warm_cudal1_ref_codes_gpu(tmp_path, monkeypatch, capsys):
+    """All 7 CUDA-L1 sample references, both compile baselines, through the warm path on the GPU: every one ok."""
+    jobs = [(f"level{r['level_id']}/{r['task_id']}", r["ref_code"]) for r in map(json.loads, open(SAMPLE))]
+    for k, v in dict(device="cuda", compile_workers=8, timeout_s=600.0, inductor_cache=str(tmp_path / "c")).items():
+        monkeypatch.setattr(evaluate, k, v)
+    st = evaluate.warm([(n, ref, evaluate.baseline_source(ref, b)) for n, ref in jobs for b in evaluate.COMPILED])
+    assert st == {"ok": 14}, capsys.readouterr().out
 
 
 def test_pipeline_survives_a_failing_bench(tmp_path, monkeypatch, capsys):

@@ -77,7 +77,7 @@ def run_prepare(out, env_extra, *extra):
     return subprocess.run([sys.executable, "prepare.py", f"--kernelbench_dir={CPU}/tasks", "--levels=0",
                            "--task_names=tasks/swish,tasks/new_gelu", "--split=paper", "--device=cpu", "--arch=",
                            "--gpu_name=CPU", "--num_correct_trials=2", "--time_budget_s=0.1", "--timeout_s=120",
-                           "--build_workers=1", f"--out_dir={out}", *extra],
+                           "--build_workers=2", f"--out_dir={out}", *extra],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 

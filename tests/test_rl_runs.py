@@ -1,7 +1,8 @@
 """rl.py as real subprocesses on the CPU tasks (config/tiny_cpu.py): --resume continues exactly, and
 `torchrun --nproc_per_node=2 rl.py` (gloo) keeps the ranks' weights identical and writes files from rank 0 only.
 
-One task set and one briefly trained SFT model are built for the module (prepare.py + sft.py, ~2 min)."""
+They continue from the session's tiny_cpu_prepared out_dir (conftest.py: prepare.py + sft.py, shared with
+test_tiny_cpu and test_sft_selftrain)."""
 import json
 import os
 import shutil
@@ -29,12 +30,8 @@ def run(args, tmp, timeout=900):
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("rl_runs")
-    d = tmp / "prep"
-    run(["prepare.py", "--preset=tiny_cpu", f"--out_dir={d}", "--time_budget_s=0.1"], tmp)
-    run(["sft.py", "--preset=tiny_cpu", f"--out_dir={d}", "--max_iters=120"], tmp)
-    return d
+def prepared(tiny_cpu_prepared):
+    return tiny_cpu_prepared
 
 
 def fresh(prepared, tmp, name):
@@ -75,12 +72,8 @@ def test_resume_gives_the_same_next_step(prepared, tmp_path):
 
 
 def test_torchrun_two_ranks(prepared, tmp_path):
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     d = fresh(prepared, tmp_path, "ddp")
-    p = run(["-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}", "rl.py", *RL_ARGS,
+    p = run(["-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone", "rl.py", *RL_ARGS,
              f"--out_dir={d}", "--max_steps=2"], tmp_path)
     log = lines(d / "rl" / "log.jsonl")
     # rank 0 alone writes: one log line per step (not one per rank), one printed step line per step

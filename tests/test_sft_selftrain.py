@@ -1,8 +1,10 @@
-"""Stage 2 (sft.py --self_train) on the CPU tiny run: prepare -> sft -> 2 self-training rounds, as subprocesses.
+"""Stage 2 (sft.py --self_train) on the CPU tiny run: prepare -> sft (the session fixture tiny_cpu_prepared,
+conftest.py) -> 2 self-training rounds, as subprocesses.
 The round log must exist with success rates in [0, 1] that match the per-sample verdicts, and every kept sample
 must really pass bench.py (re-evaluated here, not taken from the log)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -19,11 +21,9 @@ def run(args, env):
     return p
 
 
-def test_self_train_rounds(tmp_path):
-    out = tmp_path / "run"
+def test_self_train_rounds(tiny_cpu_prepared, tmp_path):
+    out = shutil.copytree(tiny_cpu_prepared, tmp_path / "run")
     env = dict(os.environ, CUDAL1_BUILD_ROOT=str(tmp_path / "build"), PYTHONUNBUFFERED="1")
-    run(["prepare.py", "--preset=tiny_cpu", f"--out_dir={out}"], env)
-    run(["sft.py", "--preset=tiny_cpu", f"--out_dir={out}"], env)
     p = run(["sft.py", "--preset=tiny_cpu_self_train", f"--out_dir={out}"], env)
     st = out / "self_train"
     log = common.read_jsonl(st / "log.jsonl")

@@ -1,15 +1,18 @@
 """The walking skeleton end to end without a GPU: prepare -> sft -> rl -> evaluate on the project-written CPU tasks
-(config/tiny_cpu.py), as real subprocesses, and RL must have learned from the measured speedups."""
+(config/tiny_cpu.py), as real subprocesses, and RL must have learned from the measured speedups. prepare + sft are
+the session fixture tiny_cpu_prepared (conftest.py, shared with test_sft_selftrain and test_rl_runs); rl.py
+--preset=tiny_cpu then finds them done and runs rl and evaluate."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_tiny_cpu_pipeline_learns(tmp_path):
-    out = tmp_path / "run"
+def test_tiny_cpu_pipeline_learns(tiny_cpu_prepared, tmp_path):
+    out = shutil.copytree(tiny_cpu_prepared, tmp_path / "run")
     env = dict(os.environ, CUDAL1_BUILD_ROOT=str(tmp_path / "build"), PYTHONUNBUFFERED="1")
     p = subprocess.run([sys.executable, "rl.py", "--preset=tiny_cpu", f"--out_dir={out}"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=1500)
