@@ -1,6 +1,5 @@
 """Tests of evaluate.py on CPU: the statistics by hand, the kernels-file readers, the baseline modules, the whole
-script with a fake bench (fast, always runs), and the whole script through the real bench.py (skipped until it exists)."""
-import importlib.util
+script with a fake bench (fast), and the whole script through the real bench.py."""
 import json
 import math
 import os
@@ -550,18 +549,6 @@ def test_pipeline_with_a_model(tmp_path, monkeypatch, capsys):
 
 # ---- the whole script through the real bench.py ---------------------------------------------------------------
 
-def _bench_importable():
-    if not os.path.exists(os.path.join(ROOT, "bench.py")):
-        return False
-    spec = importlib.util.spec_from_file_location("bench_probe", os.path.join(ROOT, "bench.py"))
-    try:
-        spec.loader.exec_module(importlib.util.module_from_spec(spec))
-        return True
-    except Exception:
-        return False
-
-
-@pytest.mark.skipif(not _bench_importable(), reason="bench.py not present yet")
 def test_end_to_end_cpu_with_real_bench(tmp_path):
     out = str(tmp_path / "eval")
     cmd = [sys.executable, os.path.join(ROOT, "evaluate.py"), f"--kernels={FIX}/eval_kernels.jsonl",
@@ -589,7 +576,6 @@ def test_end_to_end_cpu_with_real_bench(tmp_path):
     assert line in p2.stdout
 
 
-@pytest.mark.skipif(not _bench_importable(), reason="bench.py not present yet")
 def test_baselines_only_cpu_with_real_bench(tmp_path):
     """No kernels: the baselines table alone, through the real bench (cudnn_benchmark via flags_override)."""
     out = str(tmp_path / "b")
@@ -617,7 +603,6 @@ def _fx_files(cache):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _bench_importable(), reason="bench.py not present yet")
 def test_compile_warm_cache_is_used_cpu(tmp_path, monkeypatch):
     """Issue 5 item 3 on CPU (inductor's C++ backend): evaluate's warm-up worker fills the shared cache; bench's timed
     child, given that cache through extra_env, finds the compiled graph there: it neither adds nor rewrites an FX
