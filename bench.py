@@ -5,8 +5,9 @@
 
 A task is a KernelBench module (`Model`, `get_inputs()`, `get_init_inputs()`); a candidate is a module defining
 `ModelNew` with the same constructor, usually building CUDA with `torch.utils.cpp_extension.load_inline`.
-API: evaluate (one candidate), evaluate_many (parallel builds, then one evaluation per GPU at a time), build,
-degenerate_screen (REFERENCE.md §3: do trivial outputs pass a task's check?), static_check, round_toward_one.
+API: evaluate (one candidate), evaluate_many (parallel builds; each job timed as soon as its build is done, one
+timing per GPU at a time), build, degenerate_screen (REFERENCE.md §3: do trivial outputs pass a task's check?),
+static_check, round_toward_one.
 Children are killed at their timeout and when their host memory exceeds CUDAL1_MEM_LIMIT_GB (default 32).
 
 Protocols (PROTOCOLS; issue 6 item 5). Every protocol runs every check below (static checks, isolation, poison,
@@ -46,7 +47,8 @@ runtime_error | incorrect | timeout | crash | hack), compiled, correct, speedup 
 only when correct), speedup_rounded (toward 1.00 at two decimals, as CUDA-L1 does), ref_ms, cand_ms (ms per
 call, the protocol's statistic), error, error_type, hack (named kind), max_abs_err, max_rel_err, mismatches,
 nans (worst trial), trials (passed), timed_calls (per model), protocol, device, device_name, torch_version,
-cuda_version, backend_flags, compile_s, eval_s (wall seconds), input_shapes, custom_kernel_calls (calls into
+cuda_version, backend_flags, compile_s, eval_s (wall seconds), phase_s (wall seconds of the child's stages: start =
+interpreter and imports, setup, import = the candidate's import and build, trials, timing, floor), input_shapes, custom_kernel_calls (calls into
 functions of load_inline/load extensions during the first correctness trial; 0 = a PyTorch-only rewrite; None =
 unknown, e.g. torch.ops extensions or Triton), floor_ms, remeasure, flags_override. `status` is the verdict
 (reward only "ok"); a "hack" record may still carry correct=True and a speedup: they are measurements, not a pass.
@@ -109,7 +111,7 @@ def _blank_result(task_name, candidate_src, protocol, device):
                 protocol=protocol, device=device, device_name="cpu" if device == "cpu" else None,
                 torch_version=torch.__version__, cuda_version=torch.version.cuda, backend_flags=dict(FIXED_FLAGS),
                 compile_s=None, eval_s=None, input_shapes=None, custom_kernel_calls=None, floor_ms=None,
-                remeasure=None, flags_override=None)
+                remeasure=None, flags_override=None, phase_s=None)
 
 
 def result_summary(res):
@@ -221,6 +223,11 @@ _BUILD_FAILURES = []      # names whose build failed in this process (a candidat
 _LIGHT_PRELUDE = ["#include <cuda.h>", "#include <cuda_runtime.h>"]
 _FULL_PRELUDE = ["#include <torch/types.h>"] + _LIGHT_PRELUDE           # what load_inline prepends
 _MENTIONS_TORCH = re.compile(r"torch|ATen|\bat::|\bc10|\bC10_|\bTORCH_|\bAT_|Tensor")
+
+
+def cpu_count():
+    """CPUs this process may run on (its affinity mask, e.g. under taskset or a container's cpuset)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def default_build_root():
@@ -843,6 +850,11 @@ def _child_eval(spec, res):
                               record=orig.get("torch.cuda.Event.record"),
                               elapsed=orig.get("torch.cuda.Event.elapsed_time"),
                               ev_sync=orig.get("torch.cuda.Event.synchronize"))
+    phase, mark = res["phase_s"], [time.time()]
+
+    def lap(name):                                        # wall seconds of each stage of the child (phase_s)
+        phase[name] = round(time.time() - mark[0], 3)
+        mark[0] = time.time()
     if cuda:
         res["device_name"] = torch.cuda.get_device_name(dev)
     ke = load_kernel_eval() if cuda else None
@@ -851,6 +863,7 @@ def _child_eval(spec, res):
     res["backend_flags"] = _get_flags()
     cand_flags = spec["cand_flags"] = dict(FIXED_FLAGS, **(spec.get("flags_override") or {}))
     hacks = []
+    lap("setup")
     _write_json(spec["result_path"], res)                 # partial record: a later timeout or crash keeps this
     t0 = T.perf()
     try:
@@ -863,6 +876,7 @@ def _child_eval(spec, res):
         _set_flags(FIXED_FLAGS)
         return
     res.update(compiled=True, compile_s=T.perf() - t0)
+    lap("import")
     _write_json(spec["result_path"], res)
     if _BUILD_FAILURES:                                   # a build failed and the candidate caught it (§4)
         hacks.append("fallback")
@@ -883,7 +897,16 @@ def _child_eval(spec, res):
                     m = cls(*init)
                 models.append(m.to(dev) if isinstance(m, torch.nn.Module) else m)
                 _tamper_check(snap, hacks, FIXED_FLAGS if cls is task.Model else cand_flags)
+            lap("models")
+            if spec.get("gpu_lock"):                      # evaluate_many: one child at a time runs on this GPU
+                waiting = os.path.join(os.path.dirname(spec["result_path"]), "waiting")
+                open(waiting, "w").close()                # the parent's timeout does not run while this exists
+                gpu_lock = open(spec["gpu_lock"], "a")
+                fcntl.flock(gpu_lock, fcntl.LOCK_EX)      # released when this process ends
+                os.unlink(waiting)
+                lap("wait")
             _run_trials(task, *models, spec, dev, T, ke, snap, hacks, res)
+            lap("trials")
             uncountable = _EXT_UNCOUNTED or _UNCOUNTABLE.search(_strip_comments(open(spec["candidate_path"]).read()))
             if uncountable and not res["custom_kernel_calls"]:
                 res["custom_kernel_calls"] = None         # 0 would claim "no custom kernel ran": unknown instead
@@ -895,6 +918,7 @@ def _child_eval(spec, res):
                 s = measures[-1]["speedup"]
                 if len(measures) == 2 or not s or s <= spec.get("remeasure_above", 3.0):
                     break                                 # > remeasure_above: measured again before it counts
+            lap("timing")
             counted = min(measures, key=lambda m: m["speedup"] or 0.0) if measures else {}
             res.update(ref_ms=counted.get("ref_ms"), cand_ms=counted.get("cand_ms"), timed_calls=n if measures else 0)
             if len(measures) == 2:
@@ -905,6 +929,7 @@ def _child_eval(spec, res):
                 out = models[0](*inputs)
                 res["floor_ms"] = time_floor_ms(_nbytes(inputs) + _nbytes(out), _copy_bandwidth_gbs(dev, T))
                 del inputs, out
+                lap("floor")
                 if res["floor_ms"] > 0.02 and res["cand_ms"] < res["floor_ms"]:
                     raise _Verdict("hack", "impossible_time", f"cand_ms {res['cand_ms']:.4g} is below the physical "
                                                               f"floor {res['floor_ms']:.4g} ms")
@@ -1012,6 +1037,7 @@ def _child_main(spec_path):
     faulthandler.enable()                                 # a segfault leaves a Python traceback in the log
     spec = json.load(open(spec_path))
     res = spec["result"]
+    res["phase_s"] = dict(start=round(time.time() - spec["t_spawn"], 3))   # interpreter start + imports (torch)
     # Before any candidate code: every load_inline in this process, whenever called and however imported
     # (`from torch.utils.cpp_extension import load_inline` binds it at import), goes through the build cache.
     cpp_extension.load_inline = _counting_loader(cached_load_inline)
@@ -1071,7 +1097,7 @@ def _run_child(mode, res, files, spec, timeout_s, arch, build_root, extra_env=No
                 f.write(text or "")
         result_path = os.path.join(tmp, "result.json")
         spec = dict(spec, mode=mode, result=res, result_path=result_path, **paths)
-        _write_json(os.path.join(tmp, "spec.json"), spec)
+        _write_json(os.path.join(tmp, "spec.json"), dict(spec, t_spawn=time.time()))
         env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith(_KEEP_PREFIXES)}
         env.setdefault("PYTHONUSERBASE", site.getuserbase())   # user site-packages survive the new HOME
         env.update(HOME=tmp, TMPDIR=tmp, CUDAL1_BUILD_ROOT=build_root, PYTHONDONTWRITEBYTECODE="1",
@@ -1086,10 +1112,14 @@ def _run_child(mode, res, files, spec, timeout_s, arch, build_root, extra_env=No
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             rc, timed_out, over_mem, deadline = None, False, 0, time.monotonic() + timeout_s
             limit = float(os.environ.get("CUDAL1_MEM_LIMIT_GB") or MEM_LIMIT_GB) * 2 ** 30
+            waited, waiting = 0.0, os.path.join(tmp, "waiting")
             while rc is None and not (timed_out or over_mem):
                 try:
                     rc = p.wait(timeout=0.5)
                 except subprocess.TimeoutExpired:
+                    if os.path.exists(waiting) and waited < timeout_s:   # queued for the GPU (evaluate_many):
+                        waited += 0.5                                  # not the candidate's time, up to timeout_s
+                        deadline += 0.5
                     timed_out = time.monotonic() > deadline
                     rss = _group_rss(p.pid)
                     over_mem = rss if rss > limit else 0
@@ -1124,7 +1154,7 @@ def evaluate(task_src: str, candidate_src: str, *, task_name: str = "task", devi
              timeout_s: float = 300.0, arch: str | None = None, build_root: str | None = None,
              static_checks: bool = True, time_budget_s: float = 2.0, remeasure_above: float = 3.0,
              check_only: bool = False, flags_override: dict | None = None, extra_env: dict | None = None,
-             _gpu: str | None = None) -> dict:
+             _gpu: str | None = None, _gpu_lock: str | None = None) -> dict:
     """Compiles, checks and times one candidate against its task in a child process; returns the result record.
 
     protocol: one of PROTOCOLS (module docstring); atol/rtol: isclose tolerances (KernelBench published results:
@@ -1137,7 +1167,8 @@ def evaluate(task_src: str, candidate_src: str, *, task_name: str = "task", devi
     candidate's own code (import, construction, calls), not flagged; the reference keeps FIXED_FLAGS;
     extra_env: variables added to the child's scrubbed environment, e.g. TORCHINDUCTOR_CACHE_DIR and
     TRITON_CACHE_DIR so torch.compile reuses a warm cache (the child's private TMPDIR makes every compile cold).
-    _gpu: CUDA_VISIBLE_DEVICES for the child (set by evaluate_many's per-GPU workers).
+    _gpu: CUDA_VISIBLE_DEVICES for the child; _gpu_lock: a lock file the child holds from its first correctness
+    trial to the end of timing (both set by evaluate_many, which starts the next child while one is timed).
     Raises ValueError for a bad argument; never raises for a bad candidate.
     """
     if protocol not in PROTOCOLS:
@@ -1157,7 +1188,8 @@ def evaluate(task_src: str, candidate_src: str, *, task_name: str = "task", devi
     else:
         spec = dict(device=device, atol=atol, rtol=rtol, task_src=task_src, protocol=protocol,
                     num_correct_trials=num_correct_trials or PROTOCOL_TRIALS[protocol], time_budget_s=time_budget_s,
-                    remeasure_above=remeasure_above, check_only=check_only, flags_override=flags_override)
+                    remeasure_above=remeasure_above, check_only=check_only, flags_override=flags_override,
+                    gpu_lock=_gpu_lock)
         env = dict(extra_env or {}, **({"CUDA_VISIBLE_DEVICES": _gpu} if _gpu is not None else {}))
         _run_child("eval", res, dict(task=task_src, candidate=candidate_src), spec, timeout_s, arch,
                    os.path.abspath(build_root) if build_root else default_build_root(), env)
@@ -1204,69 +1236,133 @@ def build(candidate_src, *, device="cuda", arch=None, build_root=None, timeout_s
     return _build_child(candidate_src, device, arch, build_root, timeout_s)
 
 
-def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, **kw):
-    """evaluate() for [(task_name, task_src, candidate_src), ...], results in the same order.
+def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overlap=True, on_result=None,
+                  per_gpu=2, **kw):
+    """evaluate() for [(task_name, task_src, candidate_src[, overrides]), ...], results in the same order.
 
-    Phase 1 builds every distinct candidate (and kernel_eval.cu) in parallel child processes, `build_workers` at a
-    time (default: CPU count); phase 2 evaluates one job at a time per GPU (gpus: CUDA_VISIBLE_DEVICES ids, default
-    all visible GPUs for device="cuda"), so timings never share a GPU. A candidate
-    whose build failed or timed out in phase 1 is not built again. One job's failure never stops the others.
+    Builds every distinct candidate (and kernel_eval.cu) ahead of time in parallel child processes, `build_workers`
+    at a time (default: the CPU count less 2 per GPU when overlapping, so the timed children keep CPUs of their
+    own; else the CPU count), into the build cache; evaluates one job at a time per GPU (gpus: CUDA_VISIBLE_DEVICES
+    ids, default all visible GPUs for device="cuda"), so timings never share a GPU: up to `per_gpu` children per
+    GPU are alive at once, but a child holds that GPU's lock file from its first correctness trial to the end of
+    its timing, so the next child's start (interpreter, imports, CUDA context, loading the candidate, building the
+    models: ~2-3 s) overlaps the current one's checks and timing, and only that. overlap=True starts a job's
+    evaluation as soon as its own build (and kernel_eval's) is done, while the other builds go on (issue 6 item 7:
+    RL should not wait for the slowest compile); overlap=False evaluates only after every build, on a quiet CPU.
+    overrides: a dict of evaluate() keywords for that job only (e.g. extra_env for one trusted baseline).
+    on_result(i, result) is called as each job finishes (from a worker thread), e.g. to save it at once.
+    A candidate whose build failed or timed out is not built again. One job's failure never stops the others.
     """
-    inspect.signature(evaluate).bind("", "", **kw)          # a wrong keyword fails here, not once per job
-    if (kw.get("flags_override") or kw.get("extra_env")) and kw.get("static_checks", True):
-        raise ValueError("flags_override and extra_env are for trusted baselines only: pass static_checks=False")
+    jobs = [tuple(j) + ({},) if len(j) == 3 else tuple(j) for j in jobs]
+    for j in jobs:                                        # a wrong keyword fails here, not once per job
+        inspect.signature(evaluate).bind("", "", **dict(kw, **j[3]))
+        jkw = dict(kw, **j[3])
+        if (jkw.get("flags_override") or jkw.get("extra_env")) and jkw.get("static_checks", True):
+            raise ValueError("flags_override and extra_env are for trusted baselines only: pass static_checks=False")
     build_root = kw["build_root"] = os.path.abspath(kw.get("build_root") or default_build_root())
     device, arch = kw.get("device", "cuda"), kw.get("arch")
-    todo = {}
-    for _, task_src, cand_src in jobs:
-        if not (kw.get("static_checks", True) and static_check(cand_src, task_src)):
-            todo.setdefault(_hash(cand_src), cand_src)
-    builds, items = {}, list(todo.items()) + ([("kernel_eval", None)] if device.startswith("cuda") else [])
-    say = (lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True)) if progress else (lambda msg: None)
-    if items:
-        timeout = max(600.0, kw.get("timeout_s", 300.0))
-        with ThreadPoolExecutor(max(1, min(build_workers or os.cpu_count() or 1, len(items)))) as pool:
-            futures = {pool.submit(_build_child, src, device, arch, build_root, timeout, src is None,
-                                   kw.get("extra_env")): h
-                       for h, src in items}
-            for i, f in enumerate(as_completed(futures)):
-                h = futures[f]
-                try:
-                    builds[h] = f.result()
-                except Exception as e:                    # should not happen; phase 2 will build it then
-                    builds[h] = dict(status="crash", error=f"{type(e).__name__}: {e}")
-                say(f"build {i + 1}/{len(items)} {h} {builds[h]['status']} {builds[h].get('compile_s') or 0:.1f} s")
-    # Phase 2: one evaluation per GPU at a time; with several GPUs (gpus=None: all visible ones, for "cuda"),
-    # one worker per GPU, each child pinned to its GPU through CUDA_VISIBLE_DEVICES.
     if gpus is None:
         seen = os.environ.get("CUDA_VISIBLE_DEVICES")
         n = torch.cuda.device_count() if device == "cuda" else 0
         gpus = ([g.strip() for g in seen.split(",") if g.strip()][:n] if seen else [str(i) for i in range(n)])
     slots = list(gpus) or [None]
-    results, free = [None] * len(jobs), __import__("queue").Queue()
-    for g in slots:
-        free.put(g)
+    lock_dir = tempfile.mkdtemp(prefix="cudal1_gpulock_")
+    locks = {g: (os.path.join(lock_dir, f"gpu{g}.lock") if g is not None and per_gpu > 1 else None) for g in slots}
+    todo = {}
+    for _, task_src, cand_src, o in jobs:
+        jkw = dict(kw, **o)
+        if not (jkw.get("static_checks", True) and static_check(cand_src, task_src)):
+            todo.setdefault(_hash(cand_src), (cand_src, jkw.get("extra_env")))
+    items = [(h, src, env) for h, (src, env) in todo.items()]
+    if device.startswith("cuda"):
+        items.insert(0, ("kernel_eval", None, None))      # first: every evaluation needs it
+    say = (lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True)) if progress else (lambda msg: None)
+    workers = build_workers or max(1, cpu_count() - (2 * len(slots) if overlap else 0))
+    timeout = max(600.0, kw.get("timeout_s", 300.0))
+    done = [0]
+    bpool = ThreadPoolExecutor(max(1, min(workers, len(items) or 1)))
 
-    def one(i, name, task_src, cand_src):
-        b = builds.get(_hash(cand_src))
-        g = free.get()
+    def build_one(h, src, env):
+        try:
+            r = _build_child(src, device, arch, build_root, timeout, src is None, env)
+        except Exception as e:                            # should not happen; evaluate() will build it then
+            r = dict(status="crash", error=f"{type(e).__name__}: {e}")
+        done[0] += 1
+        say(f"build {done[0]}/{len(items)} {h} {r['status']} {r.get('compile_s') or 0:.1f} s")
+        return r
+    builds = {h: bpool.submit(build_one, h, src, env) for h, src, env in items}
+    if not overlap:
+        for f in builds.values():
+            f.result()
+    results = [None] * len(jobs)
+
+    def one(i, g):
+        name, task_src, cand_src, o = jobs[i]
+        b = builds[_hash(cand_src)].result() if _hash(cand_src) in builds else None
         try:
             if b and b["status"] in ("compile_error", "timeout"):
                 r = _blank_result(name, cand_src, kw.get("protocol", "strict"), device)
-                r.update({k: b[k] for k in ("status", "error", "error_type", "compile_s")}, eval_s=0.0)
+                r.update({k: b.get(k) for k in ("status", "error", "error_type", "compile_s")}, eval_s=0.0)
             else:
-                r = evaluate(task_src, cand_src, task_name=name, **dict(kw, _gpu=g))
+                r = evaluate(task_src, cand_src, task_name=name, **dict(kw, **o, _gpu=g, _gpu_lock=locks[g]))
         except Exception as e:
             r = _blank_result(name, cand_src, kw.get("protocol", "strict"), device)
             r.update(error=_truncate(f"{type(e).__name__}: {e}"), error_type=type(e).__name__)
-        finally:
-            free.put(g)
         results[i] = r
+        if on_result is not None:
+            on_result(i, r)
         say(f"eval {i + 1}/{len(jobs)}{'' if g is None else f' gpu {g}'} {result_summary(r)}")
 
-    with ThreadPoolExecutor(len(slots)) as pool:
-        for f in [pool.submit(one, i, *job) for i, job in enumerate(jobs)]:
+    # A job is ready once its own build and kernel_eval's are done; one thread per GPU takes ready jobs in the
+    # order their builds finished, so no GPU waits on a slow compile while another candidate is ready.
+    ready, pending = __import__("queue").Queue(), set(range(len(jobs)))
+
+    def release():
+        for i in sorted(pending):
+            deps = [builds[k] for k in ("kernel_eval", _hash(jobs[i][2])) if k in builds]
+            if all(f.done() for f in deps):
+                pending.discard(i)
+                ready.put(i)
+    feed = ThreadPoolExecutor(1)                          # release() runs on one thread: no two at once
+
+    def on_built(_f):
+        with contextlib.suppress(RuntimeError):           # after the final release() below: nothing left to do
+            feed.submit(release)
+    feed.submit(release)
+    for f in builds.values():
+        f.add_done_callback(on_built)
+
+    stop = []
+
+    def worker(g):
+        while True:
+            i = ready.get()
+            if i is None or stop:
+                return
+            one(i, g)
+    workers_of = [g for g in slots for _ in range(per_gpu if locks[g] else 1)]
+    pool = ThreadPoolExecutor(len(workers_of))
+    ws = [pool.submit(worker, g) for g in workers_of]
+    try:
+        for f in builds.values():
             f.result()
+        feed.shutdown(wait=True)
+        release()
+        assert not pending, f"jobs never released: {sorted(pending)}"
+        for _ in workers_of:
+            ready.put(None)
+        for w in ws:                                      # the normal path: every evaluation done
+            w.result()
+    except BaseException:
+        stop.append(True)                                 # Ctrl-C / SIGTERM: no new evaluation starts, and
+        for _ in workers_of:                              # those in flight end below (their results kept, e.g.
+            ready.put(None)                               # by on_result) before the interrupt goes on
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        bpool.shutdown(wait=True, cancel_futures=True)
+        feed.shutdown(wait=True)
+        shutil.rmtree(lock_dir, ignore_errors=True)
     return results
 
 

@@ -47,7 +47,10 @@ Departures, so that nobody compares the wrong numbers:
   - "K vs B" is a ratio of two speedups from separate runs, each against its own timing of the reference. Where B
     failed on a task, the kernel is compared with eager there (what a user without B would run).
   - The warm-up workers share the GPU while they compile, so Triton's autotuning of pointwise/reduction configs
-    (default mode) may pick a different config than an idle GPU would; the timing itself runs alone.
+    (default mode) may pick a different config than an idle GPU would. With overlap_warmup (default) the next
+    chunk's warm-up runs while this chunk is timed: its compiles load the CPUs and make short GPU calls during the
+    timing (the strict protocol's interleaved rounds and median damp that; --overlap_warmup=False times alone).
+    Timed jobs run one per GPU at a time on every visible GPU (bench.evaluate_many).
   - "Measured" are the tasks with a row for every method. A partial run (stopped early) reports each method over
     the tasks it has rows for, and "K vs B" over the tasks both have, saying how many each method misses.
 
@@ -107,10 +110,11 @@ rtol = 1e-2
 timeout_s = 300.0               # per candidate, in bench
 num_correct_trials = 0          # bench's correctness trials; 0 = the protocol's
 time_budget_s = 2.0             # bench: seconds the timed calls of one model should take
-build_workers = 0               # parallel builds in bench.evaluate_many; 0 = os.cpu_count()
+build_workers = 0               # parallel builds in bench.evaluate_many; 0 = its default (CPUs less 2 per GPU)
 compile_workers = 8             # parallel processes that warm the inductor cache for the compile baselines; 0 = off
 inductor_cache = ""             # shared TORCHINDUCTOR_CACHE_DIR; "" = ~/.cache/cudal1/inductor
 chunk_tasks = 0                 # tasks per measuring chunk; 0 = 16 (kernels), one wave of warm-ups (baselines)
+overlap_warmup = True           # warm the next chunk's compile baselines while this chunk is timed (see Departures)
 screen_degenerate = "auto"      # auto (on for CUDA) | True | False: bench.degenerate_screen where the status is unknown
 summarize_only = False          # only rebuild the report from results.jsonl; measures nothing
 # -----------------------------------------------------------------------------
@@ -335,7 +339,7 @@ def cache_env():
     alike (inductor's parallel compile threads: $TORCHINDUCTOR_COMPILE_THREADS, else the CPUs shared by the workers;
     they are not part of inductor's cache key)."""
     d = os.path.abspath(os.path.expanduser(inductor_cache or "~/.cache/cudal1/inductor"))
-    threads = os.environ.get("TORCHINDUCTOR_COMPILE_THREADS") or str(max(1, (os.cpu_count() or 1) // max(1, compile_workers)))
+    threads = os.environ.get("TORCHINDUCTOR_COMPILE_THREADS") or str(max(1, len(os.sched_getaffinity(0)) // max(1, compile_workers)))
     return dict(TORCHINDUCTOR_CACHE_DIR=d, TRITON_CACHE_DIR=os.path.join(d, "triton"), TORCHINDUCTOR_COMPILE_THREADS=threads)
 
 
@@ -397,11 +401,22 @@ def warm_failure(returncode, out):
     return f"exit status {returncode}: " + ((errs or lines or ["no output"])[-1][:300])
 
 
+_WARM_PROCS, _WARM_STOP = [], []  # the warm-up workers alive; set by stop_warm (Ctrl-C, SIGTERM)
+
+
+def stop_warm():
+    """Stops every warm-up worker (a warm() running on another thread returns "stopped" for the rest)."""
+    _WARM_STOP.append(True)
+    for p in list(_WARM_PROCS):
+        if p.poll() is None:
+            p.kill()
+
+
 def warm(jobs):
     """Compile [(task_name, task_src, baseline_src)] into the shared cache, compile_workers processes at a time.
     Returns {status: count} (ok, failed, timeout, stopped); a failed warm-up only means bench compiles that baseline
-    itself, and its cause (warm_failure) is printed."""
-    procs, env, stopping, times = [], dict(os.environ, **cache_env()), [], []
+    itself, and its cause (warm_failure) is printed. Safe to run on a thread while bench times other tasks."""
+    procs, env, stopping, times = _WARM_PROCS, dict(os.environ, **cache_env()), _WARM_STOP, []
 
     def one(job):
         if stopping:
@@ -434,18 +449,17 @@ def warm(jobs):
             shutil.rmtree(d, ignore_errors=True)
     pool = ThreadPoolExecutor(max(1, compile_workers))
     try:
-        st = dict(collections.Counter(tqdm(pool.map(one, jobs), total=len(jobs), desc="warm compile cache", leave=False)))
+        st = dict(collections.Counter(pool.map(one, jobs)))
         if times:  # where a worker's time goes (the rest of its wall time is interpreter start and exit)
             wall, last = max(times)
             tqdm.write(f"warm-up: slowest worker {wall:.0f} s wall ({last})")
         return st
     except BaseException:
-        stopping.append(True)
-        for p in procs:  # Ctrl-C / SIGTERM: stop the workers this process started
-            p.kill()
+        stop_warm()  # Ctrl-C / SIGTERM: stop the workers this process started
         raise
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+        procs[:] = [p for p in procs if p.poll() is None]
 
 
 def pick_best(results):
@@ -466,20 +480,49 @@ def record(task, method, res, **extra):
     return row
 
 
-def run_bench(jobs, **kw):
-    """bench results for (task_name, task_src, candidate_src) jobs: ONE evaluate_many call, so builds run in parallel.
-    Should that call itself fail, the jobs run one by one, and a job that raises becomes a "crash" result."""
+def run_bench(jobs, on_result=None, **kw):
+    """bench results for (task_name, task_src, candidate_src[, per-job bench keywords]) jobs: ONE evaluate_many call,
+    so builds run in parallel and every GPU times; on_result(i, result) as each finishes. Should that call itself
+    fail, the jobs run one by one, and a job that raises becomes a "crash" result."""
     if not jobs:
         return []
     import bench
     try:
-        res = list(bench.evaluate_many(jobs, build_workers=build_workers or os.cpu_count(), progress=True, **kw))
+        res = list(bench.evaluate_many(jobs, build_workers=build_workers or None, progress=True, on_result=on_result,
+                                       **kw))
         if len(res) != len(jobs):
             raise RuntimeError(f"{len(res)} results for {len(jobs)} jobs")
         return res
     except Exception as e:
         print(f"bench.evaluate_many failed ({type(e).__name__}: {e}); evaluating one by one")
-    return [bench_one(name, ref, cand, **kw) for name, ref, cand in tqdm(jobs, desc="bench")]
+    out = []
+    for i, (name, ref, cand, *o) in enumerate(tqdm(jobs, desc="bench")):
+        out.append(bench_one(name, ref, cand, **dict(kw, **(o[0] if o else {}))))
+        if on_result is not None:
+            on_result(i, out[-1])
+    return out
+
+
+def is_oom(res):
+    """Did this bench result fail on CUDA memory (an out-of-memory error in the child)?"""
+    return "OutOfMemoryError" in str(res.get("error_type") or "") or "CUDA out of memory" in str(res.get("error") or "")
+
+
+def retry_oom(jobs, results, on_result=None, **kw):
+    """Runs again, one at a time and alone (bench.evaluate: no other child of this run on the GPU), every job whose
+    result is a CUDA out-of-memory error: with several children per GPU and warm-up workers, a task with tens of GB
+    of inputs can run out of memory only because others held some (seen on the H200: level1/4's 8 GiB matrix).
+    Returns the results with those replaced; on_result(i, result) for each re-run."""
+    results = list(results)
+    for i, (job, res) in enumerate(zip(jobs, results)):
+        if is_oom(res):
+            name, ref_src, cand_src, *o = job
+            results[i] = bench_one(name, ref_src, cand_src, **dict(kw, **(o[0] if o else {})))
+            results[i]["retried_after_oom"] = True
+            tqdm.write(f"{name}: out of GPU memory beside other processes; alone: {results[i].get('status')}")
+            if on_result is not None:
+                on_result(i, results[i])
+    return results
 
 
 def bench_one(name, ref_src, cand_src, **kw):
@@ -709,8 +752,8 @@ if __name__ == "__main__":
                   f"({len(names) - len(todo)} tasks already measured)")
         for i in range(0, len(todo), chunk_tasks or 16):
             part = todo[i:i + (chunk_tasks or 16)]
-            results = iter(run_bench([(n, ref[n], code) for n in part for code, _ in samples[n] if code],
-                                     static_checks=True, **bench_kw))
+            jobs = [(n, ref[n], code) for n in part for code, _ in samples[n] if code]
+            results = iter(retry_oom(jobs, run_bench(jobs, static_checks=True, **bench_kw), static_checks=True, **bench_kw))
             for n in part:
                 per = [next(results) if code else dict(status="format" if model else "missing", correct=False,
                                                        speedup=None, error=why) for code, why in samples[n]]
@@ -754,34 +797,58 @@ if __name__ == "__main__":
                                                                           for b, why in unavailable.items()))
         bar = tqdm(total=len(btodo), desc="baselines")
         step = chunk_tasks or max(1, compile_workers // max(1, sum(b in COMPILED for b in timed)))  # one wave of warm-ups
-        for i in range(0, len(btodo), step):
-            part = btodo[i:i + step]
-            jobs = [(n, b) for n in part for b in timed if (n, b) not in rows]
-            if compile_workers > 0 and any(b in COMPILED for _, b in jobs):
-                st = warm([(n, ref[n], baseline_source(ref[n], b)) for n, b in jobs if b in COMPILED])
-                tqdm.write(f"warm-up of {sum(b in COMPILED for _, b in jobs)} compile baselines: {st}")
-            for n in part:
-                for b in timed:
-                    if (n, b) in rows:
-                        continue
-                    kw = dict(bench_kw, static_checks=False)
-                    if b in COMPILED:
-                        kw["extra_env"] = cache_env()
-                    if b == "cudnn_benchmark":
-                        kw["flags_override"] = {"cudnn_benchmark": True}
-                    rows[(n, b)] = record(n, b, bench_one(n, ref[n], baseline_source(ref[n], b), **kw))
+        chunks = [btodo[i:i + step] for i in range(0, len(btodo), step)]
+
+        def warm_chunk(part):
+            jobs = [(n, b) for n in part for b in timed if b in COMPILED and (n, b) not in rows]
+            if compile_workers > 0 and jobs:
+                st = warm([(n, ref[n], baseline_source(ref[n], b)) for n, b in jobs])
+                tqdm.write(f"warm-up of {len(jobs)} compile baselines: {st}")
+
+        def job_kw(b):
+            kw = dict(extra_env=cache_env()) if b in COMPILED else {}
+            return dict(kw, flags_override={"cudnn_benchmark": True}) if b == "cudnn_benchmark" else kw
+
+        def save(jobs):
+            def on_result(i, res):
+                n, b = jobs[i]
+                with save_lock:
+                    rows[(n, b)] = record(n, b, res)
                     common.append_jsonl(res_path, rows[(n, b)])
-                    tqdm.write(f"{n} {b}: {rows[(n, b)]['status']} "
-                               f"{rows[(n, b)]['speedup'] or 0:.2f}x ({rows[(n, b)].get('eval_s') or 0:.0f} s)")
-                if "eager" in bl and (n, "eager") not in rows:
-                    ms = ref_ms(n)
-                    res = dict(status="ok", correct=True, speedup=1.0, ref_ms=ms)
-                    if ms is None:
-                        res = bench_one(n, ref[n], baseline_source(ref[n], "eager"), static_checks=False, **bench_kw)
-                        res = dict(res, speedup=1.0 if res.get("ref_ms") else None)
-                    rows[(n, "eager")] = record(n, "eager", res)
-                    common.append_jsonl(res_path, rows[(n, "eager")])
-                bar.update(1)
+                tqdm.write(f"{n} {b}: {rows[(n, b)]['status']} {rows[(n, b)]['speedup'] or 0:.2f}x "
+                           f"({res.get('eval_s') or 0:.0f} s)")
+            return on_result
+        save_lock = __import__("threading").Lock()
+        warmer = ThreadPoolExecutor(1)  # the next chunk's compile warm-up runs while this chunk is timed
+        warming = warmer.submit(warm_chunk, chunks[0]) if chunks else None
+        try:
+            for k, part in enumerate(chunks):
+                warming.result()
+                if overlap_warmup and k + 1 < len(chunks):
+                    warming = warmer.submit(warm_chunk, chunks[k + 1])
+                jobs = [(n, b) for n in part for b in timed if (n, b) not in rows]
+                bjobs = [(n, ref[n], baseline_source(ref[n], b), job_kw(b)) for n, b in jobs]
+                results = run_bench(bjobs, static_checks=False, on_result=save(jobs), **bench_kw)
+                if any(is_oom(r) for r in results):  # again alone, once the overlapping warm-up is done
+                    warming.result()
+                    retry_oom(bjobs, results, on_result=save(jobs), static_checks=False, **bench_kw)
+                for n in part:
+                    if "eager" in bl and (n, "eager") not in rows:
+                        ms = ref_ms(n)
+                        res = dict(status="ok", correct=True, speedup=1.0, ref_ms=ms)
+                        if ms is None:
+                            res = bench_one(n, ref[n], baseline_source(ref[n], "eager"), static_checks=False, **bench_kw)
+                            res = dict(res, speedup=1.0 if res.get("ref_ms") else None)
+                        rows[(n, "eager")] = record(n, "eager", res)
+                        common.append_jsonl(res_path, rows[(n, "eager")])
+                    bar.update(1)
+                if not overlap_warmup and k + 1 < len(chunks):
+                    warming = warmer.submit(warm_chunk, chunks[k + 1])
+        except BaseException:
+            stop_warm()
+            raise
+        finally:
+            warmer.shutdown(wait=False, cancel_futures=True)
         bar.close()
     except KeyboardInterrupt as e:
         print(f"\ninterrupted ({e or 'Ctrl-C'}): the report below covers what was measured; rerun the same command "

@@ -507,7 +507,7 @@ if __name__ == "__main__":
             mine = {k: v for k, v in todo.items() if k not in claimed}
             results = {}
             if mine:
-                workers = build_workers or max(1, (os.cpu_count() or 1) // world)
+                workers = build_workers or max(1, bench.cpu_count() // world)
                 with common.visible_gpu(local_rank) if world > 1 and device.startswith("cuda") else contextlib.nullcontext():
                     out = bench.evaluate_many(list(mine.values()), device=device.split(":")[0], arch=arch or None,
                                               num_correct_trials=num_correct_trials, time_budget_s=time_budget_s,

@@ -83,12 +83,12 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--n", type=int, default=64, help="distinct candidates in the evaluate_many batch")
     ap.add_argument("--plain", type=int, default=3, help="plain load_inline builds to time (then extrapolate)")
-    ap.add_argument("--build_workers", type=int, default=0, help="0 = os.cpu_count()")
+    ap.add_argument("--build_workers", type=int, default=0, help="0 = bench's default (CPUs less 2 per GPU)")
     ap.add_argument("--time_budget_s", type=float, default=0.3)
     a = ap.parse_args()
     tag = f"tp{int(time.time()) % 100000}"            # fresh sources on every run: nothing cached from before
     root = tempfile.mkdtemp(prefix="bench_tp_")
-    out = dict(n=a.n, cpus=os.cpu_count(), gpus=bench.torch.cuda.device_count(), build_root=root)
+    out = dict(n=a.n, cpus=bench.cpu_count(), gpus=bench.torch.cuda.device_count(), build_root=root)
 
     jobs = [(f"relu_{k}", TASK, candidate(k, tag)) for k in range(a.n)]
     t0 = time.time()
@@ -99,6 +99,14 @@ def main():
     out["batch_ok"] = sum(r["status"] == "ok" for r in res)
     out["statuses"] = {s: sum(r["status"] == s for r in res) for s in {r["status"] for r in res}}
     out["results"] = res
+    phases = {}                                     # where an evaluation's wall time goes (bench's phase_s)
+    for r in res:
+        for k, v in (r.get("phase_s") or {}).items():
+            phases.setdefault(k, []).append(v)
+    out["phase_median_s"] = {k: sorted(v)[len(v) // 2] for k, v in phases.items()}
+    out["eval_wall_median_s"] = sorted(r["eval_s"] or 0 for r in res)[len(res) // 2]
+    print(f"median phases of one evaluation (s): {out['phase_median_s']}; median eval wall {out['eval_wall_median_s']:.1f} s",
+          file=sys.stderr, flush=True)
 
     single = bench.build(candidate(10 ** 6, tag), device="cuda", build_root=root)
     out["cached_fresh_compile_s"] = single["compile_s"] if single["status"] == "ok" else None

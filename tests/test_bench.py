@@ -93,12 +93,13 @@ def env(tmp_path_factory):
                                          num_correct_trials=3, time_budget_s=0.3, **dict(dict(timeout_s=240), **kw))
                        for name, (f, kw) in CASES.items()}
             jobs = [("a", TASK, src("cand_scale_correct.py")), ("b", TASK, src("cand_no_modelnew.py")),
-                    ("c", TASK, src("cand_scale_correct.py"))]
+                    ("c", TASK, src("cand_scale_correct.py"), dict(num_correct_trials=1, check_only=True))]
+            seen = []
             many = pool.submit(bench.evaluate_many, jobs, device="cpu", num_correct_trials=2, time_budget_s=0.2,
-                               timeout_s=240, build_workers=2)
+                               timeout_s=240, build_workers=2, on_result=lambda i, r: seen.append((i, r["status"])))
             cli = {c: pool.submit(_cli, c) for c in ("cand_scale_correct.py", "cand_scale_wrong.py")}
             out = dict(build_root=build_root, res={k: f.result() for k, f in futures.items()}, stale=stale.result(),
-                       many=many.result(), cli={k: f.result() for k, f in cli.items()})
+                       many=many.result(), many_seen=seen, cli={k: f.result() for k, f in cli.items()})
         yield out
 
 
@@ -213,6 +214,28 @@ def test_evaluate_many_keeps_order_and_isolates_failures(env):
     assert (a["status"], b["status"], c["status"]) == ("ok", "static", "ok")
     assert a["candidate_hash"] == c["candidate_hash"] != b["candidate_hash"]
     assert KEYS <= set(b) and b["eval_s"] < 1          # a static failure starts no process
+    # c's own keywords (the 4th item) applied to c alone; on_result saw every job once, as it finished
+    assert (a["trials"], a["timed_calls"] > 0) == (2, True) and (c["trials"], c["timed_calls"], c["speedup"]) == (1, 0, None)
+    assert sorted(env["many_seen"]) == [(0, "ok"), (1, "static"), (2, "ok")]
+    assert set(a["phase_s"]) >= {"start", "setup", "import", "models", "trials", "timing"}, a["phase_s"]
+
+
+def test_gpu_lock_wait_is_not_the_candidates_time(tmp_path):
+    """evaluate_many's per-GPU lock (any device: the lock is plain fcntl): a child queued behind the lock waits
+    for it without its timeout running (here 12 s of timeout, 16 s of waiting), and records the wait."""
+    import fcntl
+    lock = str(tmp_path / "gpu0.lock")
+    holder = open(lock, "a")
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    with ThreadPoolExecutor(1) as pool:
+        f = pool.submit(bench.evaluate, TASK, src("cand_scale_correct.py"), device="cpu", num_correct_trials=1,
+                        time_budget_s=0.1, timeout_s=12, build_root=str(tmp_path / "b"), _gpu_lock=lock)
+        time.sleep(16)
+        assert not f.done(), "the child did not wait for the lock"
+        holder.close()                                  # releases the lock
+        r = f.result(timeout=120)
+    assert r["status"] == "ok", bench.result_summary(r)
+    assert r["phase_s"]["wait"] > 8, r["phase_s"]
 
 
 def test_cli_exit_codes(env):
@@ -580,3 +603,29 @@ def test_hack_file_on_cpu(name, hacks_cpu):
     r, expect = hacks_cpu[name]
     assert r["status"] != "ok", bench.result_summary(r)
     assert (r["status"], r["hack"]) == (expect[0], expect[1] if len(expect) > 1 else None), bench.result_summary(r)
+
+
+def test_evaluate_many_interrupt_waits_for_evaluations_in_flight(tmp_path):
+    """Ctrl-C / SIGTERM (as evaluate.py turns it into KeyboardInterrupt) while evaluate_many waits: it starts no
+    new evaluation, lets the one in flight finish (its on_result still runs), then raises; nothing runs after."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    seen = []
+
+    def on_result(i, r):
+        seen.append(i)
+        if len(seen) == 1:
+            os.kill(os.getpid(), signal.SIGUSR1)        # delivered to the main thread, waiting in evaluate_many
+    old = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        jobs = [(f"j{k}", TASK, src("cand_scale_correct.py")) for k in range(5)]
+        with pytest.raises(KeyboardInterrupt):
+            bench.evaluate_many(jobs, device="cpu", num_correct_trials=1, time_budget_s=0.1, timeout_s=120,
+                                build_root=str(tmp_path), on_result=on_result)
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    n = len(seen)
+    time.sleep(8)                                       # a worker left running would finish another job by now
+    assert 1 <= n <= 2 and len(seen) == n, seen

@@ -214,8 +214,12 @@ def legit_jobs():
         d = json.loads(line)
         name = f"cudal1_L{d['level_id']}_{d['task_id']}"
         # Rejected by design (REFERENCE.md §1.5 critique; issue 6 item 4): CUDA-L1's level1/1 kernel is an fp16
-        # matmul in an fp32 task, and its level2/48 kernel turns on torch.backends.cudnn.benchmark
-        expect = {(1, 1): ("hack", "precision_downgrade"), (2, 48): ("hack", "backend_flags")}.get(
+        # matmul in an fp32 task, and its level2/48 kernel turns on torch.backends.cudnn.benchmark. Its level1/5
+        # and level1/25 kernels cannot build with any load_inline (functions= names a function main.cpp never
+        # declares: a PYBIND11_MODULE inside cuda_sources, and two __global__ kernels), catch the error and run
+        # their PyTorch fallback: REFERENCE.md §4 "try/except fallback" (their published scores timed PyTorch)
+        expect = {(1, 1): ("hack", "precision_downgrade"), (2, 48): ("hack", "backend_flags"),
+                  (1, 5): ("hack", "fallback"), (1, 25): ("hack", "fallback")}.get(
             (d["level_id"], d["task_id"]), ("ok", None))
         jobs.append((name, d["ref_code"], d["custom_code"], expect))
     return jobs
