@@ -54,6 +54,7 @@ policy = ""  # HF name or folder to start from; "" = out_dir/sft when it exists,
 default_model = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
 out_dir = "out"  # reads tasks.jsonl, db.json, seed.jsonl from here; writes out_dir/rl
 split = "train"  # which tasks of tasks.jsonl to train on: train | eval | all
+train_degenerate = False  # also train on tasks prepare.py's screen found degenerate (REFERENCE.md §3; issue 6 item 3)
 gpu = "a100"
 device = "cuda"
 arch = "8.0"  # TORCH_CUDA_ARCH_LIST for nvcc
@@ -392,7 +393,15 @@ if __name__ == "__main__":
         sys.exit(f"error: no task set {out_dir}/tasks.jsonl: run prepare.py first (or give --out_dir)")
     tasks = {t["name"]: t for t in common.read_jsonl(os.path.join(out_dir, "tasks.jsonl"))}
     train_tasks = sorted(n for n, t in tasks.items() if split == "all" or t["split"] == split)
-    assert train_tasks, f"no tasks with split={split!r} in {out_dir}/tasks.jsonl"
+    # a task whose check a trivial output passes (zeros, a constant, the input) rewards a kernel for doing nothing
+    degenerate = [n for n in train_tasks if tasks[n].get("degenerate")]
+    if degenerate and not train_degenerate:
+        train_tasks = [n for n in train_tasks if n not in degenerate]
+        if rank == 0:
+            print(f"not training on {len(degenerate)} degenerate tasks (prepare.py's screen; --train_degenerate=True "
+                  f"to include them): {', '.join(degenerate[:8])}{' ...' if len(degenerate) > 8 else ''}")
+    assert train_tasks, f"no tasks with split={split!r} in {out_dir}/tasks.jsonl" + (
+        f" that are not degenerate ({len(degenerate)} are; --train_degenerate=True to use them)" if degenerate else "")
     db, cache = load_database(out_dir, list(tasks))
     if result_cache:  # measurements of an earlier run on the same GPU (same task + same source = same kernel)
         cache.update(common.json.load(open(result_cache)))
