@@ -1136,8 +1136,9 @@ def _run_child(mode, res, files, spec, timeout_s, arch, build_root, extra_env=No
                        error=_truncate(f"host memory {over_mem / 2 ** 30:.1f} GiB over the limit of "
                                        f"{limit / 2 ** 30:.1f} GiB (CUDAL1_MEM_LIMIT_GB); log tail:\n{tail}"))
         elif timed_out:
+            where = " (still importing / building the candidate)" if mode == "eval" and not res.get("compiled") else ""
             res.update(status="timeout", error_type="Timeout", correct=False, speedup=None, speedup_rounded=None,
-                       error=_truncate(f"no result within {timeout_s:.0f} s; log tail:\n{tail}"))
+                       error=_truncate(f"no result within {timeout_s:.0f} s{where}; log tail:\n{tail}"))
         elif not res.pop("final", False):
             sig = -rc if rc < 0 else None
             res.update(status="crash", correct=False, speedup=None, speedup_rounded=None,
@@ -1383,6 +1384,8 @@ def main(argv=None):
     for p in (a.task, a.candidate):
         if not os.path.isfile(p):
             sys.exit(f"error: no such file: {p}")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("error: --device cuda but torch sees no CUDA GPU (a CPU build of torch, or no driver); use --device cpu")
     res = evaluate(open(a.task).read(), open(a.candidate).read(), task_name=os.path.basename(a.task)[:-3],
                    device=a.device, arch=a.arch, timeout_s=a.timeout_s, num_correct_trials=a.trials,
                    static_checks=not a.no_static_checks, build_root=a.build_root, protocol=a.protocol,

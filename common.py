@@ -43,6 +43,12 @@ def configure(g, argv=None):
     Returns the dict of {key: value} of all plain config values (for logging and checkpoints).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in ("-h", "--help"):  # the script's docstring, then every setting with its default
+        print((g.get("__doc__") or "").strip() + "\n\nsettings (--key=value; --preset=NAME from config/, --gpu=NAME):")
+        for k, v in g.items():
+            if not k.startswith("_") and isinstance(v, (int, float, bool, str)) and not isinstance(v, type):
+                print(f"  --{k}={v!r}" if isinstance(v, str) else f"  --{k}={v}")
+        sys.exit(0)
     pairs = []
     i = 0
     while i < len(argv):

@@ -88,7 +88,8 @@ import common
 kernels = ""                    # kernels file (this project's rows or the CUDA-L1 release format)
 model = ""                      # HF name or local folder: generate the kernels instead; neither = baselines only
 tasks_file = ""                 # prepare.py's task set ({"name", "level", "src", "split"} rows); "" = out_dir/tasks.jsonl
-kernelbench_dir = ""            # or read KernelBench's level*/*.py directly (then there is no train/eval split)
+kernelbench_dir = ""            # or read KernelBench's level*/*.py directly (no train/eval split); "" without --kernels
+                                # and tasks_file: $KERNELBENCH_DIR, else ../shared/kernelbench if it exists
 levels = "1,2,3"
 split = "all"                   # train | eval | all
 task_names = ""                 # comma list of task names; overrides levels and split
@@ -666,6 +667,9 @@ if __name__ == "__main__":
         common.append_jsonl(runs_path, this_run())
 
     # ---- the task set: prepare.py's file or KernelBench; without either, the references inside the kernels file
+    if not kernels and not kernelbench_dir and not os.path.exists(tasks_file):  # baselines or a model: the default set
+        kernelbench_dir = next((d for d in (os.environ.get("KERNELBENCH_DIR"),
+                                            os.path.join(common.ROOT, "..", "shared", "kernelbench")) if d and os.path.isdir(d)), "")
     tasks = load_tasks(tasks_file, kernelbench_dir)
     task_source = tasks_file if os.path.exists(tasks_file) else kernelbench_dir or "the kernels file's ref_code"
     krows = read_kernels(kernels) if kernels else []
@@ -747,7 +751,7 @@ if __name__ == "__main__":
             if device.startswith("cuda"):
                 import torch
                 torch.cuda.empty_cache()
-        if main_method:
+        if main_method and not summarize_only:
             print(f"phase 1: {sum(bool(c) for n in todo for c, _ in samples[n])} candidates of {len(todo)} tasks "
                   f"({len(names) - len(todo)} tasks already measured)")
         for i in range(0, len(todo), chunk_tasks or 16):
@@ -792,9 +796,10 @@ if __name__ == "__main__":
             return float(np.median(ms)) if ms else None
         btodo = [n for n in order if not summarize_only and
                  (any((n, b) not in rows for b in timed) or ("eager" in bl and (n, "eager") not in rows))]
-        print(f"phase 2: baselines of {len(btodo)} tasks ({len(names) - len(btodo)} done); compile cache "
-              f"{cache_env()['TORCHINDUCTOR_CACHE_DIR']}" + "".join(f"; {b} unavailable: {why}"
-                                                                          for b, why in unavailable.items()))
+        if not summarize_only:
+            print(f"phase 2: baselines of {len(btodo)} tasks ({len(names) - len(btodo)} with every row); compile "
+                  f"cache {cache_env()['TORCHINDUCTOR_CACHE_DIR']}" + "".join(f"; {b} unavailable: {why}"
+                                                                              for b, why in unavailable.items()))
         bar = tqdm(total=len(btodo), desc="baselines")
         step = chunk_tasks or max(1, compile_workers // max(1, sum(b in COMPILED for b in timed)))  # one wave of warm-ups
         chunks = [btodo[i:i + step] for i in range(0, len(btodo), step)]

@@ -237,6 +237,10 @@ def screen(tasks):
     n_deg = sum(bool(t["degenerate"]) for t in tasks)
     print(f"screen: {n_deg} of {len(tasks)} tasks accept a trivial output: "
           + (", ".join(f"{t['name']} ({'/'.join(t['degenerate_passed'])})" for t in tasks if t["degenerate"]) or "-"))
+    failed = [t["name"] for t in tasks if t["degenerate"] is None]
+    if failed:  # unknown, not clean: the screen itself failed (the reference crashed, ran out of memory, ...)
+        print(f"screen FAILED on {len(failed)} tasks, degenerate unknown (causes in screen.jsonl): "
+              + ", ".join(failed[:10]) + (" ..." if len(failed) > 10 else ""))
 
 
 # -----------------------------------------------------------------------------
@@ -465,6 +469,8 @@ def import_kernels_run(tasks):
 
 if __name__ == "__main__":
     common.configure(globals())
+    if split not in ("heldout", "paper"):
+        sys.exit(f"error: --split must be heldout or paper, not {split!r}")
     if variants_dir or teachers or import_kernels or screen_degenerate in ("True", "auto") and device.startswith("cuda"):
         common.check_device(device)
     rng = random.Random(seed)

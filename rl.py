@@ -384,6 +384,11 @@ if __name__ == "__main__":
     if master and prepare_if_missing and not policy and not os.path.exists(os.path.join(out_dir, "sft", "config.json")):
         run_stage("sft.py", argv)
     common.ddp_barrier()
+    log_path = os.path.join(rl_dir, "log.jsonl")
+    if not resume and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
+        sys.exit(f"error: {rl_dir} already holds a run ({len(common.read_jsonl(log_path))} logged steps): --resume=True "
+                 f"continues it; for another run (e.g. an ablation) copy the prepared folder without its rl/ and eval/ "
+                 f"and point --out_dir at the copy, or delete {rl_dir}")
     os.makedirs(rl_dir, exist_ok=True)
     rng = random.Random(seed)  # shared by all ranks: which tasks each step trains on
     rank_rng = random.Random(seed + 1 + rank)  # this rank's exemplar draws
