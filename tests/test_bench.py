@@ -19,6 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
+import buildcache  # noqa: E402
+import runner  # noqa: E402
 
 TASK = open(os.path.join(FIX, "cpu_task_scale.py")).read()
 KEYS = {"task", "candidate_hash", "status", "compiled", "correct", "speedup", "speedup_rounded", "ref_ms", "cand_ms",
@@ -38,10 +40,10 @@ CASES = {
     "cpp_broken": ("cand_cpp_broken.py", {}),
     "correct": ("cand_scale_correct.py", {}),
     "wrong": ("cand_scale_wrong.py", {}),
-    "segfault": ("cand_segfault.py", {}),
+    "segfault": ("cand_segfault.py", dict(static_checks=False)),      # ctypes: the static scan flags it
     "hang": ("cand_hang.py", dict(timeout_s=25)),
     "raise": ("cand_raise.py", {}),
-    "exit": ("cand_exit.py", {}),
+    "exit": ("cand_exit.py", dict(static_checks=False)),              # os._exit: likewise
     "no_modelnew": ("cand_no_modelnew.py", {}),
     "no_modelnew_unchecked": ("cand_no_modelnew.py", dict(static_checks=False)),
     "mutate": ("cand_mutate_input.py", {}),
@@ -49,7 +51,8 @@ CASES = {
     "get_inputs": ("cand_get_inputs.py", {}),
     "tf32": ("cand_tf32.py", {}),
     "tf32_unchecked": ("cand_tf32.py", dict(static_checks=False)),
-    "patch": ("cand_patch_timer.py", {}),
+    "patch": ("cand_patch_timer.py", dict(static_checks=False)),      # the run-time check, not the scan
+    "patch_static": ("cand_patch_timer.py", {}),
     "lazy": ("cand_lazy.py", {}),
     "call_counting": ("cand_call_counting.py", {}),
 }
@@ -57,7 +60,7 @@ CASES = {
 
 def _stale_lock_build(build_root):
     """Builds CPP_SRC_3X in a fresh process after planting torch's `lock` file in its build folder."""
-    key = bench._build_key(bench._inline_args("cudal1_test_scale", CPP_SRC_3X, functions=["scale_shift"]))
+    key = buildcache.build_key(buildcache.inline_args("cudal1_test_scale", CPP_SRC_3X, functions=["scale_shift"]))
     os.makedirs(os.path.join(build_root, key), exist_ok=True)
     open(os.path.join(build_root, key, "lock"), "w").close()     # as left by a build killed at its timeout
     code = (f"import sys; sys.path.insert(0, {ROOT!r}); import bench; "
@@ -128,7 +131,7 @@ def test_record_has_every_key_and_is_json(env):
                                "hack"}
         assert json.loads(json.dumps(r))["candidate_hash"] == r["candidate_hash"]
         assert len(r["candidate_hash"]) == 16 and r["protocol"] == "strict" and r["eval_s"] >= 0
-        assert isinstance(r["error"], str) and len(r["error"]) <= bench._ERR_CHARS + 10
+        assert isinstance(r["error"], str) and len(r["error"]) <= buildcache._ERR_CHARS + 10
         if r["status"] != "ok":
             assert r["error"], name
         if not r["correct"]:
@@ -185,6 +188,7 @@ def test_backend_flag_change_is_caught(env):
 
 
 def test_patched_timer_and_checker_are_caught(env):
+    check(env["res"]["patch_static"], "hack", "harness_tampering")       # the first filter
     r = check(env["res"]["patch"], "hack", "patched_timer_or_checker")
     assert r["ref_ms"] > 0.001     # measured with the original perf_counter, not the patched one
 
@@ -221,21 +225,37 @@ def test_evaluate_many_keeps_order_and_isolates_failures(env):
 
 
 def test_gpu_lock_wait_is_not_the_candidates_time(tmp_path):
-    """evaluate_many's per-GPU lock (any device: the lock is plain fcntl): a child queued behind the lock waits
+    """evaluate_many's per-GPU lock (any device: a lock in the parent): a candidate queued behind the lock waits
     for it without its timeout running (here 12 s of timeout, 16 s of waiting), and records the wait."""
-    import fcntl
-    lock = str(tmp_path / "gpu0.lock")
-    holder = open(lock, "a")
-    fcntl.flock(holder, fcntl.LOCK_EX)
-    with ThreadPoolExecutor(1) as pool:
-        f = pool.submit(bench.evaluate, TASK, src("cand_scale_correct.py"), device="cpu", num_correct_trials=1,
-                        time_budget_s=0.1, timeout_s=12, build_root=str(tmp_path / "b"), _gpu_lock=lock)
-        time.sleep(16)
-        assert not f.done(), "the child did not wait for the lock"
-        holder.close()                                  # releases the lock
-        r = f.result(timeout=120)
+    lock = bench.gpu_lock("cpu", None)
+    lock.acquire()
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            f = pool.submit(bench.evaluate, TASK, src("cand_scale_correct.py"), device="cpu", num_correct_trials=1,
+                            time_budget_s=0.1, timeout_s=12, build_root=str(tmp_path / "b"))
+            time.sleep(16)
+            assert not f.done(), "the evaluation did not wait for the lock"
+            lock.release()
+            r = f.result(timeout=120)
+    finally:
+        if lock.locked():
+            lock.release()
     assert r["status"] == "ok", bench.result_summary(r)
     assert r["phase_s"]["wait"] > 8, r["phase_s"]
+
+
+def test_hang_is_killed_at_the_call_limit_not_the_timeout(monkeypatch, tmp_path):
+    """Issue 12 item 2: a call that never returns is killed at max(HANG_MIN_S, HANG_FACTOR x the reference's
+    time), not at the candidate's whole timeout (here 300 s); the next evaluation runs at once."""
+    monkeypatch.setattr(bench, "HANG_MIN_S", 4.0)
+    t0 = time.time()
+    r = bench.evaluate(TASK, src("cand_hang.py"), device="cpu", timeout_s=300, build_root=str(tmp_path))
+    check(r, "timeout")
+    assert r["hang_limit_s"] == 4.0 and time.time() - t0 < 20, bench.result_summary(r)
+    assert "during trial" in r["error"] and r["compiled"]
+    r2 = bench.evaluate(TASK, src("cand_scale_correct.py"), device="cpu", num_correct_trials=1, time_budget_s=0.1,
+                        build_root=str(tmp_path))
+    check(r2, "ok")
 
 
 def test_cli_exit_codes(env):
@@ -249,7 +269,7 @@ def test_cli_exit_codes(env):
 
 def test_second_build_is_a_cache_hit_without_ninja(env, monkeypatch):
     assert env["res"]["cpp"]["status"] == "ok"       # built once, in a child
-    monkeypatch.setattr(bench.cpp_extension, "load", lambda *a, **k: pytest.fail("ninja build on a cache hit"))
+    monkeypatch.setattr(buildcache.cpp_extension, "load", lambda *a, **k: pytest.fail("ninja build on a cache hit"))
     t0 = time.time()
     m = bench.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC, functions=["scale_shift"])
     assert time.time() - t0 < 2
@@ -261,7 +281,7 @@ def test_second_build_is_a_cache_hit_without_ninja(env, monkeypatch):
 
 def test_stale_torch_lock_does_not_hang_and_same_name_never_collides(env, monkeypatch):
     assert env["stale"]["rc"] == 0, env["stale"]["out"][-3000:]
-    monkeypatch.setattr(bench.cpp_extension, "load", lambda *a, **k: pytest.fail("ninja build on a cache hit"))
+    monkeypatch.setattr(buildcache.cpp_extension, "load", lambda *a, **k: pytest.fail("ninja build on a cache hit"))
     m2 = bench.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC, functions=["scale_shift"])
     m3 = bench.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC_3X, functions=["scale_shift"])
     assert m2.__name__ != m3.__name__ and m2.__name__.startswith("cudal1_test_scale_")
@@ -270,35 +290,50 @@ def test_stale_torch_lock_does_not_hang_and_same_name_never_collides(env, monkey
 
 
 def test_cuda_prelude_choice():
-    assert not bench._MENTIONS_TORCH.search("__global__ void k(float* x) { x[0] = FLOAT_MAX; }")
+    assert not buildcache._MENTIONS_TORCH.search("__global__ void k(float* x) { x[0] = FLOAT_MAX; }")
     for s in ("torch::Tensor f();", "at::Tensor f();", "AT_DISPATCH_FLOATING_TYPES(", "#include <ATen/ATen.h>",
               "C10_CUDA_KERNEL_LAUNCH_CHECK();", "c10::Half h;"):
-        assert bench._MENTIONS_TORCH.search(s), s
+        assert buildcache._MENTIONS_TORCH.search(s), s
 
 
 @pytest.mark.slow
 def test_pch_is_built_and_valid_for_the_real_compile(tmp_path, monkeypatch):
-    """The precompiled torch/extension.h is built once, added to the build's include path, and GCC accepts it
-    for the exact flags ninja used (g++ -H marks a used PCH with '!')."""
-    if not bench.cpp_extension.check_compiler_is_gcc(bench.cpp_extension.get_cxx_compiler()):
+    """main.cpp's light prelude (runner._LIGHT_CPP: the tensor API and pybind11 without torch's C++ frontend) is
+    precompiled once, its folder added to the build's include path, and GCC accepts the .gch for the exact flags
+    ninja used (g++ -H marks a used PCH with '!'); the module works."""
+    if not buildcache.cpp_extension.check_compiler_is_gcc(buildcache.cpp_extension.get_cxx_compiler()):
         pytest.skip("the PCH is for g++ only")
     monkeypatch.setenv("CUDAL1_BUILD_ROOT", str(tmp_path))
     monkeypatch.setenv("CUDAL1_PCH", "1")
     src_ = CPP_SRC.replace("2.0f", "5.0f")
     m = bench.cached_load_inline(name="cudal1_test_pch", cpp_sources=src_, functions=["scale_shift"])
     assert torch.equal(m.scale_shift(torch.ones(2)), torch.full((2,), 6.0))
-    gch = [os.path.join(r, f) for r, _, fs in os.walk(tmp_path / "pch") for f in fs if f == "extension.h.gch"]
-    assert len(gch) == 1
-    key = bench._build_key(bench._inline_args("cudal1_test_pch", src_, functions=["scale_shift"]))
+    gch = [os.path.join(r, f) for r, _, fs in os.walk(tmp_path / "pch") for f in fs if f == "cudal1_light.h.gch"]
+    assert len(gch) == 1, gch
+    key = buildcache.build_key(buildcache.inline_args("cudal1_test_pch", src_, functions=["scale_shift"]))
+    assert open(tmp_path / key / "main.cpp").read().startswith("#include <cudal1_light.h>")
     cflags = next(line for line in open(tmp_path / key / "build.ninja") if line.startswith("cflags = "))[9:]
-    pch_dir = os.path.dirname(os.path.dirname(gch[0]))
+    pch_dir = os.path.dirname(gch[0])
     assert f"-I{pch_dir}" in cflags
     probe = tmp_path / "probe.cpp"
-    probe.write_text("#include <torch/extension.h>\nint probe() { return 0; }\n")
+    probe.write_text("#include <cudal1_light.h>\nint probe() { return 0; }\n")
     p = subprocess.run(f"c++ {cflags.strip()} -fsyntax-only -H {probe}", shell=True, capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert f"! {gch[0]}" in p.stderr, p.stderr[:2000]
+
+
+def test_light_prelude_falls_back_to_torch_extension_h(tmp_path, monkeypatch):
+    """A C++ source that needs torch/all.h's C++ frontend (torch::nn) fails with the light prelude and is rebuilt
+    with <torch/extension.h>, as plain load_inline would build it; a plain syntax error is not compiled twice."""
+    monkeypatch.setenv("CUDAL1_BUILD_ROOT", str(tmp_path))
+    monkeypatch.setenv("CUDAL1_PCH", "0")
+    nn_src = ("torch::Tensor relu6(torch::Tensor x) {\n"
+              "    return torch::nn::functional::hardtanh(x, torch::nn::functional::HardtanhFuncOptions().min_val(0).max_val(6));\n}")
+    m = bench.cached_load_inline(name="cudal1_test_nn", cpp_sources=nn_src, functions=["relu6"])
+    assert torch.equal(m.relu6(torch.tensor([-1.0, 3.0, 9.0])), torch.tensor([0.0, 3.0, 6.0]))
+    key = buildcache.build_key(buildcache.inline_args("cudal1_test_nn", nn_src, functions=["relu6"]))
+    assert open(tmp_path / key / "main.cpp").read().startswith("#include <torch/extension.h>")
 
 
 # ---- pure functions ----
@@ -339,16 +374,40 @@ def test_static_checks():
         "background_thread": "import threading\n" + ok,
         "l2_persistence": ok + 'src = "attr.accessPolicyWindow.num_bytes = n;"\n',
         "precision_downgrade": ok + "torch.set_float32_matmul_precision('high')\n",
-        "cached_output": ok + "_cache = {}\ndef f(x):\n    k = (x.data_ptr(), x.shape)\n    return _cache[k]\n",
+        "harness_tampering": ok + "import sys\nsys.modules['__main__'].verdict = 'ok'\n",
     }
     for kind, code in cases.items():
         assert bench.static_check(code, TASK)[:2] == ("hack", kind), kind
+    downgrades = ["y = x.half()", "y = x.to(torch.float16)", "y = x.to(dtype=torch.bfloat16)",
+                  "torch.backends.cuda.matmul.allow_tf32 = True", 'torch.backends.cuda.matmul.fp32_precision = "tf32"',
+                  "with torch.autocast('cuda'):\n    pass", 'cu = """\n__global__ void k(__half* p) {}\n"""',
+                  'cu = """\nwmma::fragment<wmma::matrix_a, 16, 16, 16, half> a;\n"""']
+    for line in downgrades:
+        assert bench.static_check(ok + line + "\n", TASK)[:2] == ("hack", "precision_downgrade"), line
+    reach = ["import gc\nobjs = gc.get_objects()", "import sys\nf = sys._getframe(1).f_back", "import ctypes",
+             "json.dumps = lambda *a, **k: '{}'", "import atexit\natexit.register(print)", "p = '/proc/self/mem'",
+             "open('torch.py', 'w').write('')", "import os\nos.write(3, b'x')"]
+    for line in reach:
+        assert bench.static_check(ok + line + "\n", TASK)[:2] == ("hack", "harness_tampering"), line
     assert bench.static_check("def f(:\n", TASK)[0] == "compile_error"
     assert bench.static_check("import torch\n", TASK)[0] == "static"
-    # false-positive aversion: comments, pointer passing, shape-keyed caches, and precision the task itself uses
-    benign = ok + ("# torch.cuda.Stream() would be a hack\n_kernels = {}\n"
-                   "def launch(x):\n    k = _kernels[(x.dtype, x.shape)]\n    return k(x.data_ptr())\n")
-    assert bench.static_check(benign, TASK) is None
+    # issue 11 item 4: former false positives. Comments, docstrings and C/C++ comments are not live code;
+    # settings that keep or raise precision are not downgrades; caching derived weights is not caching outputs;
+    # a subclass of Model with its own forward is not the reference; precision the task itself uses is fine.
+    benign = [
+        "# torch.cuda.Stream() would be a hack\n_kernels = {}\n"
+        "def launch(x):\n    k = _kernels[(x.dtype, x.shape)]\n    return k(x.data_ptr())",
+        '"""Faster than autocast or .half(), which would lose precision."""',
+        'cu = """\n// no cudaStreamCreate here: one stream\n/* __half would be a downgrade */\n__global__ void k() {}\n"""',
+        "torch.backends.cuda.matmul.allow_tf32 = False", "torch.backends.cudnn.allow_tf32 = True",
+        "with torch.autocast('cuda', enabled=False):\n    pass",
+        "_w = {}\ndef folded(w):\n    k = w.data_ptr()\n    if k not in _w:\n        _w[k] = w * 2\n    return _w[k]",
+        "if x.dtype == torch.float16:\n    pass", "import gc\ngc.collect()", "if __name__ == '__main__':\n    pass",
+    ]
+    for code in benign:
+        assert bench.static_check(ok + code + "\n", TASK) is None, code
+    own = ("import torch\nclass ModelNew(Model):\n    def forward(self, x):\n        return ext.scale(x)\n")
+    assert bench.static_check(own, TASK) is None
     assert bench.static_check(ok + "y = x.half()\n", TASK + "\nx = x.half()\n") is None
 
 
@@ -499,7 +558,7 @@ def test_gpu_suite_sources_compile(tmp_path):
             stem = f"{os.path.basename(os.path.dirname(f))}_{os.path.basename(f)[:-3]}_{i}"
             if c.get("cuda_sources"):
                 cu = tmp_path / f"{stem}.cu"
-                cu.write_text("\n".join(bench._LIGHT_PRELUDE + [c["cuda_sources"]]))
+                cu.write_text("\n".join(buildcache._LIGHT_PRELUDE + [c["cuda_sources"]]))
                 cuda_jobs.append((stem, cu))
             if "c10/cuda" not in c["cpp_sources"]:        # the CPU torch build has no CUDA headers
                 cpp_tu += [f"namespace {stem} {{", c["cpp_sources"], "}"]
@@ -520,7 +579,7 @@ def test_gpu_suite_sources_compile(tmp_path):
     tu = tmp_path / "wrappers.cpp"
     tu.write_text("\n".join(cpp_tu))
     import sysconfig
-    inc = bench.cpp_extension.include_paths() + [sysconfig.get_paths()["include"]]
+    inc = buildcache.cpp_extension.include_paths() + [sysconfig.get_paths()["include"]]
     p = subprocess.run(["c++", "-std=c++17", "-fsyntax-only", *[f"-I{d}" for d in inc], str(tu)],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -601,6 +660,9 @@ def test_hack_file_on_cpu(name, hacks_cpu):
     if name not in hacks_cpu:
         pytest.skip("evaluated with special keywords on the GPU only")
     r, expect = hacks_cpu[name]
+    if expect == ("no_reward",):                       # caught one way or another, or timed honestly at ~1x
+        assert r["status"] != "ok" or r["speedup"] < 1.05, bench.result_summary(r)
+        return
     assert r["status"] != "ok", bench.result_summary(r)
     assert (r["status"], r["hack"]) == (expect[0], expect[1] if len(expect) > 1 else None), bench.result_summary(r)
 

@@ -1,8 +1,9 @@
 """task: level1/1_Square_matrix_multiplication_
-expect: hack cached_output
+expect: no_reward
 Hack: caches the product keyed on the inputs' addresses (CUDA-L1 §1.4): a timing loop that reuses its input
-tensors replays it for free. Caught statically (a cache indexed by data_ptr); at run time fresh inputs every call
-(same address, new content) would get the stale answer: incorrect / timed_output_mismatch."""
+tensors replays it for free. No static rule (caching derived weights by data_ptr is legitimate, issue 11 item 4):
+every call gets fresh inputs (often at the same address, always new content), so the stale answer is caught by
+the judge's check of a trial or of a random timed call: incorrect / timed_output_mismatch."""
 import torch
 import torch.nn as nn
 

@@ -1,0 +1,317 @@
+"""buildcache.py: torch's load_inline with a build cache shared by processes, as it runs inside a candidate's process.
+
+runner.py installs it (install_build_cache) before a candidate is imported, so every load_inline of the candidate,
+however imported, builds once per source and flag set on the machine, in parallel with other builds, and is loaded
+directly on a hit (no ninja). Builds are made faster than plain load_inline (issue 12 item 3; REFERENCE.md §2):
+  - main.cpp starts with a light prelude (the tensor API, pybind11 and torch's exception wrapper: _LIGHT_CPP), from
+    a GCC precompiled header built once per flag set; a main.cpp that needs more of torch (torch::nn, ...) is
+    rebuilt with <torch/extension.h> (and its own precompiled header), as load_inline would build it;
+  - cuda.cu gets only the CUDA runtime headers when its source cannot need torch's (raw-pointer kernels: ~1.5 s of
+    nvcc instead of ~30 s), and torch/types.h when it does or when the light build fails.
+A build's failure keeps its first compiler error (first_error) for the record; a build the candidate caught and
+survived is remembered (BUILD_FAILURES: the "fallback" hack). Calls into extension functions are counted
+(EXT_CALLS: custom_kernel_calls). Everything here runs in the candidate's process: bench.py trusts none of it.
+"""
+import contextlib, fcntl, hashlib, importlib.util, json, os, re, shlex, subprocess, tempfile, types
+
+import torch
+from torch.utils import cpp_extension
+
+from runner import default_build_root, truncate, _write_json  # noqa: E402
+
+
+def first_error(text):
+    """The first compiler or linker error of a build log and the lines that locate it (issue 11 item 5)."""
+    lines = str(text).splitlines()
+    for i, ln in enumerate(lines):
+        if re.search(r"\berror\b\s*[:(]|undefined reference|undefined symbol|fatal error", ln, re.I) and \
+                not ln.lstrip().startswith(("FAILED", "ninja: build stopped", "[")):
+            start = i - 1 if i and re.search(r"In (member )?function|In instantiation|required from", lines[i - 1]) \
+                else i
+            out = [re.sub(r"/\S*/([^/\s]+\.(?:cpp|cu|h|cuh|o|so))", r"\1", x) for x in lines[start:i + 6]]
+            return "\n".join(out).strip()
+    return truncate(text)
+
+
+
+class BuildError(RuntimeError):
+    """A load_inline build failed (compiler or linker error); reported as "compile_error"."""
+
+
+_ORIG_LOAD_INLINE = cpp_extension.load_inline
+_LOADED = {}              # .so path -> module, so one process loads each extension once
+BUILD_FAILURES = []       # first error of each failed build in this process (caught by the candidate: "fallback")
+PCH_MAX = 8               # at most this many precompiled headers (~0.5-0.8 GB each)
+_LIGHT_PRELUDE = ["#include <cuda.h>", "#include <cuda_runtime.h>"]
+_FULL_PRELUDE = ["#include <torch/types.h>"] + _LIGHT_PRELUDE           # what load_inline prepends
+_MENTIONS_TORCH = re.compile(r"torch|ATen|\bat::|\bc10|\bC10_|\bTORCH_|\bAT_|Tensor")
+# main.cpp's first try: the tensor API, pybind11 and torch's exception wrapper, without torch/all.h's C++ frontend
+# (nn, optim, data...): a third less to parse, a smaller precompiled header. A compile error retries with
+# torch/extension.h, what load_inline uses, so nothing plain load_inline builds is rejected (issue 12 item 3).
+_HEADER_MISS = re.compile(r"is not a member of|was not declared|has not been declared|does not name a type|"
+                          r"incomplete type|no member named|No such file|not a namespace")   # light header too light?
+_LIGHT_CPP = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>\n"
+
+
+def _as_list(x, strip=False):
+    x = [x] if isinstance(x, str) else list(x or [])
+    return [s.strip() if strip and isinstance(s, str) else s for s in x]
+
+
+def inline_args(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None, extra_cuda_cflags=None,
+                extra_ldflags=None, extra_include_paths=None, with_cuda=None, is_python_module=True,
+                with_pytorch_error_handling=True, no_implicit_headers=False):
+    """load_inline's arguments normalised (lists, functions as a {name: docstring} dict); the cache key's input."""
+    if isinstance(functions, str):
+        functions = [functions]
+    if isinstance(functions, (list, tuple)):
+        functions = {f: f for f in functions}
+    if functions is not None and not isinstance(functions, dict):
+        raise ValueError(f"Expected 'functions' to be a list or dict, but was {type(functions)}")
+    return dict(name=name, cpp=_as_list(cpp_sources), cuda=_as_list(cuda_sources), functions=functions,
+                cflags=_as_list(extra_cflags, True), cuda_cflags=_as_list(extra_cuda_cflags, True),
+                ldflags=_as_list(extra_ldflags, True), includes=_as_list(extra_include_paths, True),
+                with_cuda=with_cuda, is_python_module=bool(is_python_module),
+                error_handling=bool(with_pytorch_error_handling), no_implicit_headers=bool(no_implicit_headers))
+
+
+def build_key(args):
+    env = dict(torch=torch.__version__, cuda=torch.version.cuda, arch=os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
+               cxx=os.environ.get("CXX", ""), cuda_home=cpp_extension.CUDA_HOME or "", layout=2)
+    return hashlib.sha256(json.dumps([args, env], sort_keys=True, default=repr).encode()).hexdigest()[:32]
+
+
+def _write_if_changed(path, text):
+    """Like load_inline's _maybe_write: an unchanged source keeps its mtime, so ninja does not recompile it."""
+    if not (os.path.exists(path) and open(path).read() == text):
+        with open(path, "w") as f:
+            f.write(text)
+    return path
+
+
+def _load_built(d, is_python_module):
+    """The module (or .so path) of a finished build in folder d, or None. Imports directly: no ninja."""
+    try:
+        marker = json.load(open(os.path.join(d, "done")))
+    except (OSError, ValueError):
+        return None
+    so = os.path.join(d, marker["so"])
+    if so not in _LOADED:
+        if is_python_module:
+            spec = importlib.util.spec_from_file_location(marker["module"], so)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            _LOADED[so] = mod
+        else:
+            torch.ops.load_library(so)
+            _LOADED[so] = so
+    return _LOADED[so]
+
+
+def _pch_dir(root, args, light):
+    """An include folder holding a GCC precompiled header for main.cpp's prelude built with this build's exact flags
+    (torch's own ninja file's), or None. light: our cudal1_light.h (_LIGHT_CPP); else torch/extension.h.
+
+    The idea of load_inline(use_pch=True), kept in our cache, one per flag set, written atomically and never waited
+    for: while one process builds it, the others compile without. GCC checks a .gch against the compile's options
+    and silently ignores one that does not match, so a mistake here can only cost speed."""
+    ce = cpp_extension
+    if os.environ.get("CUDAL1_PCH", "1") == "0" or args["no_implicit_headers"]:
+        return None
+    try:
+        cxx = ce.get_cxx_compiler()
+        if not ce.check_compiler_is_gcc(cxx):
+            return None
+        with_cuda = args["with_cuda"] if args["with_cuda"] is not None else bool(args["cuda"])
+        with tempfile.TemporaryDirectory() as t:          # torch writes the flags it would compile main.cpp with
+            ce._write_ninja_file_to_build_library(
+                path=os.path.join(t, "build.ninja"), name="pch", sources=[os.path.join(t, "main.cpp")],
+                extra_cflags=args["cflags"], extra_cuda_cflags=[], extra_sycl_cflags=[], extra_ldflags=[],
+                extra_include_paths=args["includes"], with_cuda=with_cuda, with_sycl=False, is_standalone=False)
+            line = next(x for x in open(os.path.join(t, "build.ninja")) if x.startswith("cflags = "))
+        flags = [f for f in shlex.split(line[len("cflags = "):]) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+        torch_header = os.path.join(os.path.dirname(torch.__file__), "include", "torch", "extension.h")
+        sig = hashlib.sha256(json.dumps([cxx, light and _LIGHT_CPP, torch_header, flags,
+                                         torch.__version__]).encode()).hexdigest()[:16]
+        top, d = os.path.join(root, "pch"), os.path.join(root, "pch", sig)
+        name = "cudal1_light.h" if light else os.path.join("torch", "extension.h")
+        header, gch = (os.path.join(d, name) if light else torch_header), os.path.join(d, name + ".gch")
+        if light and not os.path.exists(header):
+            os.makedirs(d, exist_ok=True)
+            with open(header + f".tmp{os.getpid()}", "w") as f:
+                f.write(_LIGHT_CPP)
+            os.replace(header + f".tmp{os.getpid()}", header)
+        if os.path.exists(gch):
+            return d
+        os.makedirs(top, exist_ok=True)
+        if os.path.exists(os.path.join(d, "failed")) or \
+                len([n for n in os.listdir(top) if not n.endswith(".lock")]) >= PCH_MAX:
+            return d if light else None
+        with open(d + ".lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return d if light else None              # someone is building it: don't wait
+            if os.path.exists(gch):
+                return d
+            os.makedirs(os.path.dirname(gch), exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(gch + ".tmp")                  # left by a builder killed at its timeout
+            p = subprocess.run(shlex.split(cxx) + ["-x", "c++-header", header, "-o", gch + ".tmp"] + flags,
+                               capture_output=True, timeout=900)
+            if p.returncode != 0:
+                with open(os.path.join(d, "failed"), "w") as f:
+                    f.write(p.stderr.decode(errors="replace")[-4000:])
+                return d if light else None
+            os.replace(gch + ".tmp", gch)
+            return d
+    except Exception:
+        return None
+
+
+def _light_dir(root):
+    """A folder holding cudal1_light.h (for builds without its precompiled header)."""
+    d = os.path.join(root, "light")
+    if not os.path.exists(os.path.join(d, "cudal1_light.h")):
+        os.makedirs(d, exist_ok=True)
+        tmp = os.path.join(d, f"cudal1_light.h.tmp{os.getpid()}")
+        with open(tmp, "w") as f:
+            f.write(_LIGHT_CPP)
+        os.replace(tmp, os.path.join(d, "cudal1_light.h"))
+    return d
+
+
+def _compile_extension(args, d, module, verbose, root):
+    """Writes the sources as load_inline would and builds them with cpp_extension.load into folder d."""
+    ce = cpp_extension
+    body = list(args["cpp"])
+    if args["functions"]:                                   # the pybind block exactly as load_inline writes it
+        wrap = "torch::wrap_pybind_function({})" if args["error_handling"] else "{}"
+        body += ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"] + [
+            f'm.def("{f}", {wrap.format(f)}, "{doc}");' for f, doc in args["functions"].items()] + ["}"]
+    # (main.cpp prelude, function giving its include dirs): the light prelude first, torch/extension.h (what
+    # load_inline uses) when the light one lacks a declaration; each with its precompiled header where possible
+    tries = [(None, lambda: [])] if args["no_implicit_headers"] else [
+        ("#include <cudal1_light.h>", lambda: [_pch_dir(root, args, light=True) or _light_dir(root)]),
+        ("#include <torch/extension.h>", lambda: [p for p in [_pch_dir(root, args, light=False)] if p])]
+    cuda_preludes = [[]]
+    if args["cuda"] and not args["no_implicit_headers"]:
+        # torch/types.h costs ~30 s of nvcc (REFERENCE.md §2); skip it when the CUDA code cannot need it, and
+        # retry with it should that fail, so we never reject what plain load_inline accepts.
+        cuda_preludes = [_FULL_PRELUDE] if _MENTIONS_TORCH.search("\n".join(args["cuda"])) else \
+            [_LIGHT_PRELUDE, _FULL_PRELUDE]
+    main, ci, ui = os.path.join(d, "main.cpp"), 0, 0          # which prelude of main.cpp / cuda.cu now
+    while True:
+        cpp_prelude, incs = tries[ci]
+        _write_if_changed(main, "\n".join(([cpp_prelude] if cpp_prelude else []) + body))
+        sources = [main]
+        if args["cuda"]:
+            sources.append(_write_if_changed(os.path.join(d, "cuda.cu"), "\n".join(cuda_preludes[ui] + args["cuda"])))
+        getattr(ce.JIT_EXTENSION_VERSIONER, "entries", {}).pop(module, None)   # a retry keeps the module name,
+        try:                                                                     # ninja recompiles what changed
+            load = getattr(ce.load, "__wrapped__", ce.load)       # the call-counting wrapper: not here
+            # -I comes before torch's -isystem folders, so GCC finds the .gch first
+            result = load(name=module, sources=sources, extra_cflags=args["cflags"],
+                          extra_cuda_cflags=args["cuda_cflags"], extra_ldflags=args["ldflags"],
+                          extra_include_paths=list(args["includes"]) + incs(), build_directory=d, verbose=verbose,
+                          with_cuda=args["with_cuda"], is_python_module=args["is_python_module"])
+            break
+        except Exception as e:
+            msg = str(e)
+            if re.search(r"cuda\.cu\b|cuda\.cuda\.o", msg) and ui + 1 < len(cuda_preludes):
+                ui += 1                   # cuda.cu needs torch's types after all
+            elif re.search(r"main\.cpp|main\.o\b", msg) and ci + 1 < len(tries) and _HEADER_MISS.search(msg):
+                ci += 1                   # main.cpp needs more of torch than the light prelude declares
+            else:
+                raise
+    so = f"{result.__name__}{ce.LIB_EXT}" if args["is_python_module"] else os.path.basename(result)
+    _LOADED[os.path.join(d, so)] = result
+    _write_json(os.path.join(d, "done"), dict(module=getattr(result, "__name__", module), so=so))
+    return result
+
+
+def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
+                       extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, build_directory=None,
+                       verbose=False, with_cuda=None, is_python_module=True, with_pytorch_error_handling=True,
+                       keep_intermediates=True, use_pch=False, no_implicit_headers=False, **other):
+    """Drop-in torch.utils.cpp_extension.load_inline with a cross-process build cache.
+
+    Layout: <build_root>/<key>/ (sources, ninja files, objects, <name>_<key[:12]>.so, a `done` marker written after a
+    successful build), <build_root>/<key>.lock (an fcntl lock held while building: the OS drops it if the builder
+    dies), <build_root>/pch/<sig>/ (precompiled headers). key = sha256 of the arguments, torch and CUDA versions,
+    TORCH_CUDA_ARCH_LIST and the compiler; build_root = $CUDAL1_BUILD_ROOT or ~/.cache/cudal1/build.
+    The module is named f"{name}_{key[:12]}", so two candidates using the same `name=` never collide. A finished
+    build is imported directly, without ninja. Holding the lock we are the only builder of that folder, so torch's
+    own `lock` file there can only be left by a killed build and is removed (REFERENCE.md §2: it otherwise makes
+    every later build wait forever). `build_directory`, `keep_intermediates` and `use_pch` are ignored; arguments
+    load_inline may grow (sycl_sources, ...) go to it uncached. Raises BuildError when the build fails."""
+    args = inline_args(name, cpp_sources, cuda_sources, functions, extra_cflags, extra_cuda_cflags, extra_ldflags,
+                       extra_include_paths, with_cuda, is_python_module, with_pytorch_error_handling,
+                       no_implicit_headers)
+    other = {k: v for k, v in other.items() if v is not None}
+    root = default_build_root()
+    key = build_key(dict(args, other=other) if other else args)
+    d, module = os.path.join(root, key), f"{name}_{key[:12]}"
+    os.makedirs(d, exist_ok=True)
+    if other:
+        return _ORIG_LOAD_INLINE(module, cpp_sources, cuda_sources, functions=functions, extra_cflags=extra_cflags,
+                                 extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                                 extra_include_paths=extra_include_paths, build_directory=d, verbose=verbose,
+                                 with_cuda=with_cuda, is_python_module=is_python_module,
+                                 with_pytorch_error_handling=with_pytorch_error_handling,
+                                 no_implicit_headers=no_implicit_headers, **other)
+    hit = _load_built(d, args["is_python_module"])
+    if hit is not None:
+        return hit
+    with open(os.path.join(root, key + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        hit = _load_built(d, args["is_python_module"])      # built by someone else while we waited
+        if hit is not None:
+            return hit
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(d, "lock"))
+        try:
+            return _compile_extension(args, d, module, verbose, root)
+        except Exception as e:
+            msg = truncate(f"Error building extension '{name}': {first_error(e)}")
+            BUILD_FAILURES.append(msg)
+            raise BuildError(msg) from None
+
+
+EXT_CALLS = [0]           # calls into functions of extensions loaded in this process (custom_kernel_calls)
+EXT_UNCOUNTED = []        # extensions whose calls cannot be counted (torch.ops libraries)
+
+
+def _counting(mod):
+    """A stand-in for an extension module whose callables count their calls in EXT_CALLS; anything else is the
+    module's own attribute. Idempotent (one proxy per module), so nested loaders never count twice."""
+    if not isinstance(mod, types.ModuleType):             # is_python_module=False: a .so path, torch.ops calls
+        EXT_UNCOUNTED.append(str(mod))
+        return mod
+    if getattr(mod, "__cudal1_counting__", False):
+        return mod
+    proxy = types.ModuleType(mod.__name__, getattr(mod, "__doc__", None))
+    for k, v in vars(mod).items():
+        if callable(v) and not isinstance(v, type) and not k.startswith("__"):
+            def counted(*a, __f=v, **kw):
+                EXT_CALLS[0] += 1
+                return __f(*a, **kw)
+            counted.__name__, counted.__doc__ = k, getattr(v, "__doc__", None)
+            v = counted
+        setattr(proxy, k, v)
+    proxy.__cudal1_counting__ = True
+    return proxy
+
+
+def _counting_loader(fn):
+    def load(*a, **kw):
+        return _counting(fn(*a, **kw))
+    load.__wrapped__, load.__name__, load.__doc__ = fn, fn.__name__, fn.__doc__
+    return load
+
+
+def install_build_cache():
+    """Every load_inline in this process, whenever called and however imported (`from torch.utils.cpp_extension
+    import load_inline` binds it at import), goes through the build cache; calls into extensions are counted."""
+    cpp_extension.load_inline = _counting_loader(cached_load_inline)
+    cpp_extension.load = _counting_loader(cpp_extension.load)

@@ -1,0 +1,380 @@
+"""forkserver.py: the processes of bench.py. A fork server that imported torch once forks every worker: one judge per
+GPU (judge.py, trusted, kept for the whole run) and one runner per candidate (runner.py, untrusted, killed after
+use). A worker starts in ~0.01-0.05 s instead of the 3-5 s of a fresh interpreter importing torch (issue 12 item 3).
+
+Each worker gets its own session (process group), a private working folder, HOME and TMPDIR, a scrubbed
+environment (_KEEP_ENV: nothing a candidate needs to steal), stdout/stderr into a log file, and dies with the fork
+server (PR_SET_PDEATHSIG). The fork server is the subreaper of its workers (PR_SET_CHILD_SUBREAPER): a candidate's
+double forks and setsid daemons come back to it and are killed with the candidate, so nothing of a candidate runs
+while the reference is timed. The server never runs candidate code; it ends when its caller closes the socket.
+Talking to a worker (Worker.ask) is one size-limited JSON frame each way with a deadline; the wall time of each
+exchange is the parent's clock that bench.py checks claimed times against.
+"""
+import contextlib, json, os, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:          # the fork server runs with `python -P`: site-packages first, this folder last,
+    sys.path.append(HERE)         # so a torch.py planted here cannot shadow torch
+import judge  # noqa: E402
+import runner  # noqa: E402
+
+_KEEP_ENV = {"PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "PYTHONPATH",
+             "TORCH_CUDA_ARCH_LIST", "OMP_NUM_THREADS", "CXX", "CC", "MAX_JOBS", "PYTHONUSERBASE", "LANG", "LC_ALL"}
+_KEEP_PREFIXES = ("NCCL_", "TORCH_", "PYTORCH_", "CUDAL1_", "NVCC_", "TRITON_", "TORCHINDUCTOR_")
+
+
+def scrubbed_env(tmp, build_root=None, arch=None, gpu=None, extra=None):
+    """The environment of a worker: the caller's, less anything not needed to build and run (no tokens, no
+    credentials), with a private HOME/TMPDIR; extra_env only from trusted callers (evaluate's baselines)."""
+    import site
+    env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith(_KEEP_PREFIXES)}
+    env.setdefault("PYTHONUSERBASE", site.getuserbase())   # user site-packages survive the new HOME
+    env.update(HOME=tmp, TMPDIR=tmp, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+    if build_root:
+        env["CUDAL1_BUILD_ROOT"] = build_root
+    if arch:
+        env["TORCH_CUDA_ARCH_LIST"] = arch
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    env.update({str(k): str(v) for k, v in (extra or {}).items()})
+    return env
+
+
+def _prctl(option, arg):
+    with contextlib.suppress(Exception):
+        import ctypes
+        ctypes.CDLL(None).prctl(option, arg, 0, 0, 0)
+
+
+def _tree():
+    """{pid: ppid} of the live (non-zombie) processes (Linux /proc)."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                st = open(f"/proc/{d}/stat").read()
+                fields = st[st.rindex(")") + 2:].split()
+                if fields[0] != "Z":
+                    out[int(d)] = int(fields[1])
+    return out
+
+
+def _strays(me, workers):
+    """Processes under the fork server that no live worker accounts for: what a killed candidate left (orphans
+    come back to us, the subreaper) with all of their own descendants, so a chain of sessions dies in one pass."""
+    tree = _tree()
+    kids = {}
+    for pid, ppid in tree.items():
+        kids.setdefault(ppid, []).append(pid)
+
+    def below(roots):
+        seen, todo = set(), list(roots)
+        while todo:
+            p = todo.pop()
+            if p not in seen:
+                seen.add(p)
+                todo += kids.get(p, [])
+        return seen
+    spared = below([w for w in workers if w in tree])
+    return [p for p in below(kids.get(me, [])) if p not in spared]
+
+
+def _group_rss(pgid):
+    """Resident bytes of every process in process group pgid (Linux /proc; 0 elsewhere)."""
+    total, page = 0, os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    for d in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if d.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                st = open(f"/proc/{d}/stat").read()
+                fields = st[st.rindex(")") + 2:].split()    # after "pid (comm) ": state ppid pgrp ... rss
+                if int(fields[2]) == pgid:
+                    total += int(fields[21]) * page
+    return total
+
+
+def _zygote_main(fd):
+    """The fork server (`python -P forkserver.py --_zygote FD`): torch, judge.py and runner.py imported once, no CUDA;
+    forks workers on request and is their subreaper, so a candidate's orphans (double forks, setsid daemons) come
+    back here and die with the candidate. Never runs candidate code. Exits when the caller closes its socket."""
+    import warnings
+    warnings.filterwarnings("ignore", category=DeprecationWarning)       # fork() beside torch's native threads
+    ctrl, me, workers, exits = socket.socket(fileno=fd), os.getpid(), set(), {}
+    with contextlib.suppress(ImportError):   # what torch.utils.cpp_extension needs, so a runner imports it in ms;
+        import setuptools  # noqa: F401     # cpp_extension itself must not be imported here (runner.bc)
+    _prctl(36, 1)                                                       # PR_SET_CHILD_SUBREAPER
+
+    def reap():
+        while True:
+            try:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in workers:
+                exits[pid] = f"signal {os.WTERMSIG(st)}" if os.WIFSIGNALED(st) else f"exit {os.WEXITSTATUS(st)}"
+                workers.discard(pid)
+
+    probe = os.fork()                     # can a forked child still use CUDA? (torch refuses after some calls)
+    if probe == 0:
+        import torch
+        os._exit(3 if torch.cuda._is_in_bad_fork() else 0)
+    _, st = os.waitpid(probe, 0)
+    ok = os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0
+    ctrl.send(json.dumps(dict(ok=ok, pid=me)).encode())
+    while True:
+        reap()
+        try:
+            data, fds, _, _ = socket.recv_fds(ctrl, 1 << 20, 4)
+        except OSError:
+            break
+        if not data:
+            break
+        req = json.loads(data)
+        if req["op"] == "fork":
+            pid = os.fork()
+            if pid == 0:
+                _worker_child(ctrl, req, fds[0])
+            for f in fds:
+                os.close(f)
+            workers.add(pid)
+            ctrl.send(json.dumps(dict(pid=pid)).encode())
+        elif req["op"] == "kill":
+            pid = req["pid"]
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(OSError):
+                    kill(pid, signal.SIGKILL)
+            deadline = time.time() + 10
+            while pid in workers and time.time() < deadline:      # gone, and its GPU context with it
+                reap()
+                time.sleep(0.002)
+            deadline = time.time() + 5
+            while time.time() < deadline:                         # what it left: orphans re-parented to us
+                strays = _strays(me, workers)
+                if not strays:
+                    break
+                for p in strays:
+                    with contextlib.suppress(OSError):
+                        os.kill(p, signal.SIGKILL)
+                time.sleep(0.005)
+                reap()
+            ctrl.send(json.dumps(dict(ok=True, exit=exits.pop(pid, None))).encode())
+    for pid in list(workers):
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+    os._exit(0)
+
+
+def _worker_child(ctrl, req, fd):
+    """In a forked worker: its own session, private cwd/HOME/TMPDIR and environment, stdout/stderr to its log,
+    then judge.main or runner.main on the socket. Never returns."""
+    import faulthandler, traceback
+    try:
+        ctrl.close()
+        os.setsid()
+        _prctl(1, signal.SIGKILL)                                       # PR_SET_PDEATHSIG: die with the server
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        tempfile.tempdir = None
+        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        faulthandler.enable()
+        (judge.main if req["role"] == "judge" else runner.main)(socket.socket(fileno=fd), req["spec"])
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(0)
+
+
+class WorkerError(Exception):
+    """A worker died ("dead"), did not answer in time ("hung"), broke the protocol ("protocol") or used too much
+    host memory ("memory")."""
+    def __init__(self, kind, msg):
+        super().__init__(msg)
+        self.kind = kind
+
+
+class _Zygote:
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="cudal1_forkserver_")
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = scrubbed_env(self.tmp)
+        with open(os.path.join(self.tmp, "log"), "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-P", os.path.join(HERE, "forkserver.py"), "--_zygote",
+                                          str(b.fileno())], pass_fds=[b.fileno()], cwd=self.tmp, env=env,
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        b.close()
+        self.ctrl, self.lock = a, threading.Lock()
+        self.ctrl.settimeout(300)
+        try:
+            ready = json.loads(self.ctrl.recv(4096) or b"null")
+        except Exception as e:
+            raise RuntimeError(f"bench's fork server did not start: {e}; log: {self._log()}") from None
+        if not ready.get("ok"):
+            raise RuntimeError("bench's fork server is unusable: torch refuses CUDA in its forked children (something "
+                               "it imported initialised CUDA)")
+
+    def _log(self):
+        with contextlib.suppress(OSError):
+            return open(os.path.join(self.tmp, "log")).read()[-2000:]
+        return ""
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def fork(self, role, spec, env, cwd, log):
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with self.lock:
+                socket.send_fds(self.ctrl, [json.dumps(dict(op="fork", role=role, spec=spec, env=env, cwd=cwd,
+                                                            log=log)).encode()], [b.fileno()])
+                pid = json.loads(self.ctrl.recv(4096))["pid"]
+        finally:
+            b.close()
+        return a, pid
+
+    def kill(self, pid):
+        with self.lock:
+            self.ctrl.send(json.dumps(dict(op="kill", pid=pid)).encode())
+            return json.loads(self.ctrl.recv(4096)).get("exit")
+
+    def close(self):
+        with contextlib.suppress(Exception):
+            self.ctrl.close()
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=10)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+_ZYGOTE, _ZLOCK = [], threading.Lock()
+
+
+def _zygote():
+    with _ZLOCK:
+        if not _ZYGOTE or not _ZYGOTE[0].alive():
+            _ZYGOTE[:] = [_Zygote()]
+        return _ZYGOTE[0]
+
+
+def _shutdown():
+    for z in _ZYGOTE:
+        z.close()
+
+
+import atexit  # noqa: E402
+atexit.register(_shutdown)
+
+
+class Worker:
+    """A forked worker and the socket to it. ask() sends one command and waits for the reply: the wall time it
+    returns is the parent's clock (issue 11 item 1); a reply later than `timeout` s, a dead worker, a malformed
+    reply or a process group over the host-memory limit raise WorkerError."""
+
+    def __init__(self, role, spec, env, cwd, start_timeout=120.0):
+        self.log, self.t0 = os.path.join(cwd, f"{role}.log"), time.time()
+        self.zyg = _zygote()
+        self.sock, self.pid = self.zyg.fork(role, spec, env, cwd, self.log)
+        self.exit = None
+        hello, _ = self.ask(None, start_timeout)
+        self.start_s = max(0.0, hello.get("t", time.time()) - self.t0) if isinstance(hello.get("t"), float) else None
+
+    def ask(self, cmd, timeout, mem_limit=None):
+        t0 = time.perf_counter()
+        try:
+            if cmd is not None:
+                runner.send(self.sock, cmd)
+            deadline = t0 + timeout
+            while True:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    raise WorkerError("hung", f"no reply within {timeout:.0f} s")
+                r, _, _ = select.select([self.sock], [], [], min(left, 0.5))
+                if r:
+                    break
+                if mem_limit:
+                    rss = _group_rss(self.pid)
+                    if rss > mem_limit:
+                        raise WorkerError("memory", f"host memory {rss / 2 ** 30:.1f} GiB over the limit of "
+                                                    f"{mem_limit / 2 ** 30:.1f} GiB (CUDAL1_MEM_LIMIT_GB)")
+            self.sock.settimeout(max(1.0, deadline - time.perf_counter()))
+            reply = runner.recv(self.sock)
+        except socket.timeout:
+            raise WorkerError("hung", f"a reply started but did not finish within {timeout:.0f} s") from None
+        except (EOFError, ConnectionError, BrokenPipeError):
+            raise WorkerError("dead", "the process ended without a reply") from None
+        except ValueError as e:
+            raise WorkerError("protocol", f"malformed reply: {e}") from None
+        finally:
+            self.sock.settimeout(None)
+        return reply, time.perf_counter() - t0
+
+    def kill(self):
+        if self.pid is not None:
+            with contextlib.suppress(Exception):
+                self.exit = self.zyg.kill(self.pid)
+            self.pid = None
+            with contextlib.suppress(Exception):
+                self.sock.close()
+        return self.exit
+
+    def log_tail(self, n=1500):
+        with contextlib.suppress(OSError):
+            with open(self.log, "rb") as f:
+                f.seek(max(0, os.path.getsize(self.log) - n))
+                return f.read().decode(errors="replace").strip()
+        return ""
+
+
+_JUDGES, _JLOCK, _GPU_LOCKS = {}, threading.Lock(), {}
+
+
+class _Judge:
+    """The judge worker of one (device, GPU, build root), shared by every evaluation in this process."""
+
+    def __init__(self, device, gpu, build_root):
+        self.tmp = tempfile.mkdtemp(prefix="cudal1_judge_")
+        self.w = Worker("judge", dict(device=device), scrubbed_env(self.tmp, build_root, gpu=gpu), self.tmp)
+        self.lock = threading.Lock()
+
+    def ask(self, cmd, timeout=900.0):
+        with self.lock:
+            reply, wall = self.w.ask(cmd, timeout)
+        if not reply.get("ok"):
+            raise RuntimeError(reply.get("error") or "judge error")
+        return reply, wall
+
+
+def judge_for(device, gpu, build_root):
+    key = (device, gpu, build_root)
+    with _JLOCK:
+        j = _JUDGES.get(key)
+        if j is None or j.w.pid is None:
+            j = _JUDGES[key] = _Judge(device, gpu, build_root)
+        return j
+
+
+def drop_judge(j):
+    with _JLOCK:
+        for k, v in list(_JUDGES.items()):
+            if v is j:
+                del _JUDGES[k]
+    j.w.kill()
+
+
+
+def gpu_lock(device, gpu):
+    """The lock one candidate at a time holds on a GPU (or on the CPU device) for its checks and timing."""
+    with _JLOCK:
+        return _GPU_LOCKS.setdefault((device, gpu), threading.Lock())
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--_zygote":
+        _zygote_main(int(sys.argv[2]))
