@@ -185,6 +185,7 @@ class _Session:
         self.deadline = time.perf_counter() + o["timeout_s"]
         self.mem_limit = float(os.environ.get("CUDAL1_MEM_LIMIT_GB") or MEM_LIMIT_GB) * 2 ** 30
         self.mark = time.perf_counter()
+        self.clock_kind = "cpu" if o["device"] == "cpu" else "wall"
 
     def lap(self, name):
         now = time.perf_counter()
@@ -198,11 +199,12 @@ class _Session:
         return left
 
     def ask(self, cmd, timeout=None):
-        """A runner command; its reply and the parent's wall seconds. A failure of the runner is the verdict."""
+        """A runner command; its reply and the seconds it took by the parent's clock (wall time; on the CPU device
+        the runner's CPU time, see forkserver.Worker.cpu_s). A failure of the runner is the verdict."""
         op = cmd["op"]
         limit = min(timeout or self.left(), self.left())
         try:
-            reply, wall = self.rw.ask(cmd, limit, self.mem_limit)
+            reply, wall = self.rw.ask(cmd, limit, self.mem_limit, clock=self.clock_kind if op == "call" else "wall")
         except WorkerError as e:
             self.rw.kill()
             tail = self.rw.log_tail()
@@ -230,7 +232,8 @@ class _Session:
 
     def judge(self, cmd, timeout=900.0):
         try:
-            return self.jw.ask(dict(cmd, task_key=self.task_key, task_src=self.task_src), timeout)
+            return self.jw.ask(dict(cmd, task_key=self.task_key, task_src=self.task_src), timeout,
+                               clock=self.clock_kind if cmd["op"] == "call" else "wall")
         except WorkerError as e:
             drop_judge(self.jw)
             raise _Stop("crash", None, f"the judge worker failed ({e.kind}: {e}); log tail:\n"
@@ -427,10 +430,12 @@ class _Session:
         over = min(w * 1e3 - m for rs in self.ref_sets for _, m, w in rs)
         excess = min(w * 1e3 - m for cs in self.cand_sets for _, m, w in cs) - over
         limit = max(WALL_ABS_MS[o["device"]], WALL_REL[o["device"]] * res["cand_ms"])
-        res["clock"] = dict(excess_ms=round(excess, 5), overhead_ms=round(over, 5), limit_ms=round(limit, 5))
+        res["clock"] = dict(excess_ms=round(excess, 5), overhead_ms=round(over, 5), limit_ms=round(limit, 5),
+                            kind=self.clock_kind)
         if excess > limit:
-            self.hacks.append(("clock_mismatch", f"the parent's clock saw {excess:.4g} ms per call more than the "
-                                                 f"candidate claimed ({res['cand_ms']:.4g} ms; limit {limit:.3g} ms)"))
+            clock = "the parent's clock" if self.clock_kind == "wall" else "the runner's CPU time"
+            self.hacks.append(("clock_mismatch", f"{clock} shows {excess:.4g} ms per call more than the candidate "
+                                                 f"claimed ({res['cand_ms']:.4g} ms; limit {limit:.3g} ms)"))
         if o["device"] != "cpu" and info.get("bandwidth_gbs"):     # REFERENCE.md §4 impossible time
             res["floor_ms"] = time_floor_ms(info["input_bytes"] + info["output_bytes"], info["bandwidth_gbs"])
             if res["floor_ms"] > 0.02 and res["cand_ms"] < res["floor_ms"]:

@@ -360,7 +360,7 @@ def warm_child(folder):
             mods[key] = sys.modules[s.name] = importlib.util.module_from_spec(s)
             s.loader.exec_module(mods[key])
         import bench
-        bench._set_flags(bench.FIXED_FLAGS)
+        bench.set_flags(bench.FIXED_FLAGS)
         dev = torch.device(spec["device"])
         if dev.type == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
             torch.set_num_threads(1)  # as bench's CPU child: inductor's C++ code may depend on the thread count

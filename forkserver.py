@@ -285,8 +285,20 @@ class Worker:
         hello, _ = self.ask(None, start_timeout)
         self.start_s = max(0.0, hello.get("t", time.time()) - self.t0) if isinstance(hello.get("t"), float) else None
 
-    def ask(self, cmd, timeout, mem_limit=None):
-        t0 = time.perf_counter()
+    def cpu_s(self):
+        """CPU seconds the worker's live threads have run (Linux schedstat, ns resolution): the clock for CPU
+        evaluations, which load on the machine does not inflate (a busy 2-core box adds ~10 ms to a 35 ms call)."""
+        total = 0
+        with contextlib.suppress(OSError, ValueError):
+            for tid in os.listdir(f"/proc/{self.pid}/task"):
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    total += int(open(f"/proc/{self.pid}/task/{tid}/schedstat").read().split()[0])
+        return total / 1e9
+
+    def ask(self, cmd, timeout, mem_limit=None, clock="wall"):
+        """The reply to cmd and the seconds it took by `clock`: "wall" (the parent's clock) or "cpu" (the CPU time
+        the worker spent, cpu_s)."""
+        t0, c0 = time.perf_counter(), self.cpu_s() if clock == "cpu" else 0.0
         try:
             if cmd is not None:
                 runner.send(self.sock, cmd)
@@ -313,7 +325,7 @@ class Worker:
             raise WorkerError("protocol", f"malformed reply: {e}") from None
         finally:
             self.sock.settimeout(None)
-        return reply, time.perf_counter() - t0
+        return reply, (self.cpu_s() - c0) if clock == "cpu" else time.perf_counter() - t0
 
     def kill(self):
         if self.pid is not None:
@@ -343,9 +355,9 @@ class _Judge:
         self.w = Worker("judge", dict(device=device), scrubbed_env(self.tmp, build_root, gpu=gpu), self.tmp)
         self.lock = threading.Lock()
 
-    def ask(self, cmd, timeout=900.0):
+    def ask(self, cmd, timeout=900.0, clock="wall"):
         with self.lock:
-            reply, wall = self.w.ask(cmd, timeout)
+            reply, wall = self.w.ask(cmd, timeout, clock=clock)
         if not reply.get("ok"):
             raise RuntimeError(reply.get("error") or "judge error")
         return reply, wall

@@ -302,7 +302,7 @@ class _Judge:
             R._ck(R.cudart().cudaMemset(ctypes.c_void_p(self.ex["ptr"]), 255, ctypes.c_size_t(self.ex["total"])),
                   "cudaMemset")
         else:
-            with open(self.ex["path"], "r+b") as f:
+            with _regular_file(self.ex["path"], os.O_WRONLY) as f:
                 f.write(b"\xff" * self.ex["total"])
 
     def read_exchange(self, lay):
@@ -313,7 +313,7 @@ class _Judge:
             R._ck(R.cudart().cudaMemcpy(ctypes.c_void_p(raw.data_ptr()), ctypes.c_void_p(self.ex["ptr"]),
                                         ctypes.c_size_t(self.ex["total"]), 3), "cudaMemcpy")
         else:
-            with open(self.ex["path"], "rb") as f:
+            with _regular_file(self.ex["path"], os.O_RDONLY) as f:
                 data = bytearray(f.read(self.ex["total"]))
             raw.copy_(torch.frombuffer(data, dtype=torch.uint8) if data else raw)
         return [raw[off:off + n].view(getattr(torch, dt)).reshape(shape) for off, n, dt, shape in lay]
@@ -322,8 +322,11 @@ class _Judge:
         """Judges the output a runner delivered for `seed`: meta = what the runner says it returned, checksum = what
         it said it delivered. The buffer is copied first, before anything else, and poisoned again."""
         info = self.infos[cmd["task_key"]]
-        outs = self.read_exchange(info["layout"])
-        self.poison_exchange()
+        try:
+            outs = self.read_exchange(info["layout"])
+            self.poison_exchange()
+        except (OSError, ValueError) as e:                # the candidate replaced or removed the exchange file
+            return dict(ok=True, verdict="changed", why=f"the judge's output buffer was tampered with: {e}")
         t = self.ensure(cmd)
         if cmd.get("checksum") is not None and R.checksum(outs) != cmd["checksum"]:
             return dict(ok=True, verdict="changed", why="the output in the judge's buffer differs from what the "
@@ -379,6 +382,17 @@ class _Judge:
             ms, out = self.clock(cmd["protocol"]).call(t.model, inputs)
             checksum = self._scratch[2].write([x for x in R.leaves(out) if isinstance(x, torch.Tensor)])
         return dict(ok=True, ms=ms, checksum=checksum, meta=R.meta(out))
+
+
+def _regular_file(path, flags):
+    """The exchange file, opened without following a link and without blocking (a candidate may have replaced it
+    with a link or a FIFO); anything but a regular file raises."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
+    import stat
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{path} is no longer a regular file")
+    return os.fdopen(fd, "rb" if flags == os.O_RDONLY else "wb")
 
 
 def _structure_problem(got, want):

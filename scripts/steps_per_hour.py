@@ -1,7 +1,7 @@
 """RL throughput from rl.py's log: python scripts/steps_per_hour.py [--first=N] out/tiny/rl/log.jsonl [more logs...]
 
 Prints, per log: world size, steps, mean seconds per step, and steps per hour, over all steps and without the first
-(which pays for compiling kernel_eval.cu, cold caches and CUDA start-up). --first=N: only steps 0..N-1 of each
+(which pays for cold caches and CUDA start-up). --first=N: only steps 0..N-1 of each
 log, to compare runs of different lengths over the same steps. Seconds per step = t_step of each line
 (generate + evaluate + train + logging; checkpoints excluded); logs without t_step use t_gen + t_eval + t_train.
 """

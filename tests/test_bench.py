@@ -131,7 +131,7 @@ def test_record_has_every_key_and_is_json(env):
                                "hack"}
         assert json.loads(json.dumps(r))["candidate_hash"] == r["candidate_hash"]
         assert len(r["candidate_hash"]) == 16 and r["protocol"] == "strict" and r["eval_s"] >= 0
-        assert isinstance(r["error"], str) and len(r["error"]) <= buildcache._ERR_CHARS + 10
+        assert isinstance(r["error"], str) and len(r["error"]) <= runner._ERR_CHARS + 10
         if r["status"] != "ok":
             assert r["error"], name
         if not r["correct"]:

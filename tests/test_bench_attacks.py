@@ -82,8 +82,10 @@ def cpu_attacks():
 
 
 def precision_cpu():
+    """The precision files a CPU can run whose expectation is the run-time flag (precision_conv_fp16 is, by policy,
+    no downgrade: PyTorch lets cuDNN convolutions use 10-bit-mantissa TF32 operands; judge.PREC_HALF_CONV)."""
     return [os.path.basename(f)[:-3] for f in sorted(glob.glob(os.path.join(HACKS, "precision_*.py")))
-            if pc.runs_on_cpu(src(f))]
+            if pc.runs_on_cpu(src(f)) and expect_of(src(f)) == ("hack", "precision_downgrade")]
 
 
 def legit_cpu():

@@ -1,8 +1,8 @@
 """task: level1/21_Sigmoid
 expect: hack l2_persistence
 Hack: pins its input in L2 with a stream access-policy window (llm.c PR #851) so a timing loop's L2 flush does
-not evict it. Caught statically (accessPolicyWindow); at run time kernel_eval's l2_flush also resets persisting
-L2 lines and the set-aside before every timed call."""
+not evict it. Caught statically (accessPolicyWindow); at run time the strict clock resets persisting L2 lines
+and the set-aside before every timed call (runner.reset_persisting_l2)."""
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
