@@ -204,15 +204,39 @@ def format_response(analysis, design, code):
             f"{SECTIONS[2]}\n```python\n{code.strip()}\n```\n")
 
 
-_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*([^`\s]*)[^`]*$")  # CommonMark: info string without backticks
+PYTHON_TAGS = ("python", "py", "python3", "py3", "")  # fence info strings (lower case) that may hold the module
+
+
+def fenced_blocks(text):
+    """The closed fenced code blocks of a Markdown text, in order: [(lang, code)], lang = the first word of the info
+    string in lower case ("" when there is none). CommonMark rules: a line of 3+ backticks (or tildes), indented by at
+    most 3 spaces, opens a block; only a line of at least as many of the same character, and nothing else, closes it,
+    so prose between two blocks is never inside one. A block still open at the end of the text is dropped."""
+    blocks, fence, lang, buf = [], None, "", []
+    for line in text.splitlines():
+        if fence is None:
+            m = _FENCE_OPEN.match(line)
+            if m:
+                fence, lang, buf = m.group(1), m.group(2).lower(), []
+        elif re.match(r"^ {0,3}" + re.escape(fence[0]) + "{%d,}[ \t]*$" % len(fence), line):
+            blocks.append((lang, "\n".join(buf)))
+            fence = None
+        else:
+            buf.append(line)
+    return blocks
 
 
 def extract_code(completion):
     """Code of the `## Code Implementation` section of an answer.
 
     Returns (code, None) on success or (None, reason) for a format error: a missing or out-of-order section, no
-    fenced code block after the last header, or code that does not define ModelNew. CUDA-L1 §3: an answer that
-    breaks the format earns the failure reward (rl.py counts it as a format error).
+    closed fenced block after the last header, or no Python block that defines ModelNew. The code is the Python
+    module defining `class ModelNew`, wherever it sits among the section's blocks: answers as LLMs write them put a
+    ```cpp / ```cuda block with the kernel source first, tag the module ```Python, ```py or not at all, add shell
+    lines or a usage snippet, with prose between (issue 13). Blocks tagged with another language are never taken;
+    among several Python blocks defining ModelNew the longest wins (drafts come before the full module). CUDA-L1 §3: an
+    answer that breaks the format earns the failure reward (rl.py counts it as a format error).
     """
     pos = []
     for h in SECTIONS:
@@ -222,13 +246,13 @@ def extract_code(completion):
         pos.append(m.start())
     if pos != sorted(pos):
         return None, "sections out of order"
-    blocks = _FENCE.findall(completion[pos[2]:])
+    blocks = [code for lang, code in fenced_blocks(completion[pos[2]:]) if lang in PYTHON_TAGS]
     if not blocks:
         return None, "no ```python block in the Code Implementation section"
-    code = max(blocks, key=len)  # the module; smaller blocks are usually usage snippets
-    if not re.search(r"^class\s+ModelNew\b", code, re.M):
+    modules = [code for code in blocks if re.search(r"^class\s+ModelNew\b", code, re.M)]
+    if not modules:
         return None, "the code does not define class ModelNew"
-    return code.strip() + "\n", None
+    return max(modules, key=len).strip() + "\n", None
 
 
 def parse_variant(src):

@@ -180,6 +180,45 @@ def test_extract_code_format_errors(text, reason):
     assert code is None and reason in err
 
 
+MODULE = "import torch\nfrom torch.utils.cpp_extension import load_inline\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+CPP = '#include <torch/extension.h>\n__global__ void k(float* x) { x[0] = 1.0f; }\n'
+HEAD = "## Performance Analysis\nThe reference is memory bound.\n\n## Algorithm Design\nFuse the ops.\n\n## Code Implementation\n"
+
+
+@pytest.mark.parametrize("name,answer", [
+    # the CUDA source first, then the module, prose between (issue 13: the prose was taken as code)
+    ("cpp_first", HEAD + "The kernel:\n```cpp\n" + CPP + "```\nNow the Python side, which loads it:\n```python\n"
+     + MODULE + "```\nThis should be faster.\n"),
+    ("Python_tag", HEAD + "```Python\n" + MODULE + "```\n"),
+    ("py_tag", HEAD + "```py\n" + MODULE + "```\n"),
+    ("python3_tag_spaced", HEAD + "``` python3\n" + MODULE + "```\n"),
+    ("untagged", HEAD + "```\n" + MODULE + "```\n"),
+    # several blocks in any order and case: a shell line, CUDA, the module, then a test harness longer than the
+    # module that does not define ModelNew (it must not win by length)
+    ("many_blocks", HEAD + "Build with:\n```bash\npip install ninja\n```\n```CUDA\n" + CPP + "```\n```python\n"
+     + MODULE + "```\nTo check it:\n```python\n" + "import torch\n" + "x = torch.randn(4)\n" * 40
+     + "print(ModelNew()(x))\n```\n"),
+    # prose that mentions `class ModelNew` outside any block is never code
+    ("prose_mentions", HEAD + "Below, class ModelNew wraps the kernel.\n```cuda\n" + CPP + "```\nand\n```python\n"
+     + MODULE + "```\n"),
+    ("tildes_and_long_fence", HEAD + "~~~cpp\n" + CPP + "~~~\n````python\n" + MODULE + "````\n"),
+], ids=lambda x: x if len(x) < 30 else "")
+def test_extract_code_llm_style_answers(name, answer):
+    code, err = common.extract_code(answer)
+    assert err is None, (name, err)
+    assert code == MODULE, (name, code)
+
+
+@pytest.mark.parametrize("answer,reason", [
+    (HEAD + "```cpp\n" + CPP + "```\nThen in Python, class ModelNew loads it.\n", "no ```python block"),
+    (HEAD + "```python\nimport torch\nx = 1\n```\n```cpp\nclass ModelNew {};\n```\n", "ModelNew"),
+    (HEAD + "```python\n" + MODULE, "no ```python block"),  # truncated: the block never closes
+], ids=["cpp_only", "ModelNew_only_in_cpp", "unclosed"])
+def test_extract_code_no_usable_module(answer, reason):
+    code, err = common.extract_code(answer)
+    assert code is None and reason in err, err
+
+
 def test_contrastive_prompt_has_exemplars_and_rules():
     p = common.contrastive_prompt("class Model: pass", [("code A", 1.234), ("code B", 0.5)], "NVIDIA H200")
     assert "speedup 1.23x" in p and "speedup 0.50x" in p and "NVIDIA H200" in p
