@@ -116,7 +116,8 @@ def sample_exemplars(entries, n, rng, method="bucket", width=0.25, temp=1.0):
     """Pick n kernels from a task's database entries [{code, speedup, ...}] for the contrastive prompt.
 
     bucket (CUDA-L1 §3): group kernels into speedup buckets of width `width`; choose n distinct buckets with
-    P(B_i) proportional to exp((mean_i - mu) / temp), mu = mean of the bucket means, drawn without replacement;
+    P(B_i) proportional to exp((mean_i - mu) / temp), mu = mean of the bucket means, drawn without replacement
+    (computed as exp((mean_i - max) / temp), the same distribution without overflow);
     one kernel uniformly inside each chosen bucket. Fallbacks (documented, not in the paper): with n or fewer
     kernels all are used (a task with one successful kernel gets a one-exemplar prompt, a task with none the
     prompt without exemplars, i.e. the stage-1 prompt, until RL finds a correct kernel); with fewer buckets than n, one kernel from each bucket and the rest uniformly from the
@@ -138,13 +139,14 @@ def sample_exemplars(entries, n, rng, method="bucket", width=0.25, temp=1.0):
         rest = [e for e in entries if all(e is not p for p in picked)]
         return picked + rng.sample(rest, n - len(picked))
     means = [sum(e["speedup"] for e in buckets[k]) / len(buckets[k]) for k in keys]
-    mu = sum(means) / len(means)
-    weights = [math.exp((m - mu) / temp) for m in means]
-    chosen = []
-    for _ in range(n):
-        i = rng.choices(range(len(keys)), weights=weights)[0]
+    chosen, left = [], list(range(len(keys)))
+    for _ in range(n):  # distinct buckets: each draw is a softmax over the buckets not chosen yet
+        top = max(means[i] for i in left)
+        # exp((m - top) / temp) is exp((m - mu) / temp) times a constant: the same probabilities, but no overflow for
+        # widely spread buckets at a low temp (1x and 1000x at temp=0.01; issue 13), and the largest weight is 1
+        i = rng.choices(left, weights=[math.exp((means[j] - top) / temp) for j in left])[0]
         chosen.append(rng.choice(buckets[keys[i]]))
-        weights[i] = 0.0  # distinct buckets
+        left.remove(i)
     return chosen
 
 
@@ -158,7 +160,10 @@ def normalise_rewards(r, clip):
 def group_advantages(r, G, scale="group"):
     """GRPO advantages. r: (N,) rewards, N = num_prompts * G, grouped by prompt. Returns (N,).
     A_i = r_i - mean_group; divided by the group std + 1e-4 (scale="group"), the batch std + 1e-4 ("batch"),
-    or not at all ("none", Dr. GRPO). std with Bessel's correction, as TRL. A group of equal rewards gets 0."""
+    or not at all ("none", Dr. GRPO). std with Bessel's correction, as TRL. A group of equal rewards gets 0, and so
+    does every sample when G = 1 (nothing to compare with; the std of one value would be NaN, issue 13)."""
+    if G == 1:
+        return torch.zeros_like(r)
     g = r.view(-1, G)
     a = g - g.mean(dim=1, keepdim=True)
     if scale == "group":

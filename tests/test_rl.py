@@ -31,6 +31,15 @@ def test_zero_spread_group_gives_zero_advantage():
     assert torch.equal(rl.group_advantages(r, 4, "group"), torch.zeros(8))
 
 
+def test_group_of_one_gives_zero_advantage_not_nan():
+    # G = 1: no other sample to compare with, so no signal: 0 for every scale (the unbiased std of one value is NaN)
+    r = torch.tensor([0.0, 1.5, 3.0])
+    for scale in ("group", "batch", "none"):
+        assert torch.equal(rl.group_advantages(r, 1, scale), torch.zeros(3)), scale
+    # a batch of one group of one
+    assert torch.equal(rl.group_advantages(torch.tensor([2.0]), 1, "batch"), torch.zeros(1))
+
+
 def test_normalise_and_clip_golden():
     # mean 1, population std 1 -> (-1, 1); clipped at 0.5
     assert torch.allclose(rl.normalise_rewards(torch.tensor([0.0, 2.0]), 1.5), torch.tensor([-1.0, 1.0]))
@@ -145,6 +154,24 @@ def test_bucket_sampling_distribution():
     assert chi2 < 13.8, (counts, expected)
     # uniform inside a bucket
     assert abs(within[0.1] - within[0.2]) < 4 * math.sqrt(within[0.1] + within[0.2])
+
+
+def test_bucket_sampling_extreme_spread_does_not_overflow():
+    # buckets at 1x and 1000x, tau = 0.01: exp((1000 - 500.5) / 0.01) overflows a float; the softmax must subtract
+    # the max instead (the same distribution). Two buckets, two exemplars: both, the 1000x one first.
+    entries = [dict(code="slow", speedup=1.0), dict(code="slow2", speedup=1.01), dict(code="fast", speedup=1000.0)]
+    rng = random.Random(0)
+    for _ in range(20):
+        ex = rl.sample_exemplars(entries, 2, rng, "bucket", 0.25, 0.01)
+        assert ex[0]["code"] == "fast" and ex[1]["code"] in ("slow", "slow2")
+    # three buckets 1x, 2x, 1000x: the first draw is 1000x; the second, among the rest, is 2x with probability
+    # 1 / (1 + exp(-100)) = 1 in float64 (the remaining weights are renormalised, not left at exp(-99850) = 0)
+    entries = [dict(code=c, speedup=s) for c, s in (("a", 1.0), ("b", 2.0), ("c", 1000.0))]
+    for _ in range(20):
+        assert [e["code"] for e in rl.sample_exemplars(entries, 2, rng, "bucket", 0.25, 0.01)] == ["c", "b"]
+    # and a low tau with all three wanted still returns three distinct kernels
+    assert sorted(e["code"] for e in rl.sample_exemplars(entries + [dict(code="d", speedup=5.0)], 3, rng, "bucket",
+                                                          0.25, 0.001)) == ["b", "c", "d"]
 
 
 def test_exemplar_fallbacks():
