@@ -272,20 +272,26 @@ def load_database(out_dir, task_names):
     return db, cache
 
 
-def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nullcontext(), world=1):
+def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nullcontext(), world=1, num_masked=0):
     """One GRPO update (num_iterations optimizer steps) on this rank's completions; hyperparameters are this module's
     config globals (beta, epsilon, epsilon_high, loss_type, micro_batch_size, temperature, grad_clip...).
 
-    rows: dicts with prompt_ids and completion_ids (lists of token ids); row_adv: (len(rows),) advantages. Under
-    torchrun each rank passes its own rows: the loss is divided by the sequence and token totals of all ranks and
-    the gradients summed over ranks (common.ddp_all_reduce_grads), so every rank makes the update one process would
-    make on the whole batch (bnpo, a per-micro-batch mean as in TRL, averages the micro-batches of all ranks).
+    rows: dicts with prompt_ids and completion_ids (lists of token ids); row_adv: (len(rows),) advantages.
+    num_masked: this rank's completions left out of the loss (truncated, with mask_truncated_completions): as in TRL,
+    where their tokens are masked, they still count in the number of sequences B that grpo and dr_grpo divide by, so
+    the step size does not grow with the truncation rate (issue 13); they are not run through the model.
+    Under torchrun each rank passes its own rows: the loss is divided by the totals of all ranks (sequences, tokens,
+    and for bnpo micro-batches) and the gradients summed over ranks (common.ddp_all_reduce_grads), so every rank makes
+    the update one process would make on the whole batch, also with unequal ranks or a rank without rows (bnpo, a
+    mean of per-micro-batch token means as in TRL, depends on where the micro-batches are cut: with micro_batch_size=1
+    or rank sizes that are multiples of it the cuts are those of one process; dapo is the cut-free token mean).
     Log-probs always come from `model` itself, whatever sampled the completions. Returns (stats, n_rows): stats =
     this rank's share of {loss, kl, clip_frac, entropy} (the shares of all ranks add up to the batch values), and
-    n_rows = completions in the whole batch (0: no update was made).
+    n_rows = completions trained on in the whole batch (0: no update was made).
     """
-    n_rows, n_tokens = map(sum, zip(*common.ddp_gather((len(rows), sum(len(s["completion_ids"]) for s in rows)))))
     chunks = [list(range(i, min(i + micro_batch_size, len(rows)))) for i in range(0, len(rows), micro_batch_size)]
+    n_rows, n_tokens, n_chunks, n_seq = map(sum, zip(*common.ddp_gather(
+        (len(rows), sum(len(s["completion_ids"]) for s in rows), len(chunks), len(rows) + num_masked))))
     old, ref = {}, {}
     with torch.no_grad(), amp:
         for c in chunks:
@@ -302,9 +308,9 @@ def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nul
                                       ref_logp=ref.get(c[0]), beta=beta, epsilon=epsilon,
                                       epsilon_high=epsilon_high, loss_type=loss_type,
                                       max_completion_length=max_completion_length,
-                                      num_sequences=n_rows, num_tokens=n_tokens)
-                if loss_type == "bnpo":  # a per-micro-batch token mean (as TRL): average the shares
-                    loss = loss / (len(chunks) * world)
+                                      num_sequences=n_seq, num_tokens=n_tokens)
+                if loss_type == "bnpo":  # a per-micro-batch token mean (as TRL): the mean over all ranks' micro-batches
+                    loss = loss / n_chunks
             loss.backward()
             w = len(c) / n_rows / num_iterations
             stats["loss"] += loss.item() / num_iterations
@@ -551,7 +557,8 @@ if __name__ == "__main__":
             keep = [i for i, s in enumerate(samples) if not (mask_truncated_completions and s["truncated"])]
             rows = [samples[i] for i in keep]
             row_adv = adv[keep] if keep else torch.zeros(0)
-            stats, n_rows = grpo_update(model, ref_model, opt, rows, row_adv, tok.pad_token_id, amp, world)
+            stats, n_rows = grpo_update(model, ref_model, opt, rows, row_adv, tok.pad_token_id, amp, world,
+                                        num_masked=len(samples) - len(rows))
             if llm is not None and n_rows:
                 common.vllm_push_weights(llm, model)  # the next rollouts sample from the updated policy
             t3 = time.time()

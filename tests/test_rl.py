@@ -82,6 +82,40 @@ def test_micro_batch_shares_add_up_to_full_batch():
         assert parts.item() == pytest.approx(full.item(), abs=1e-6), lt
 
 
+def _update(loss_type, rows, adv, **kw):
+    """One grpo_update of a fixed tiny model with plain SGD (lr 1, no clipping): (stats, n_rows, weight change)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    rl.loss_type, rl.micro_batch_size, rl.num_iterations, rl.beta = loss_type, 1, 1, 0.0
+    rl.max_completion_length, rl.temperature, rl.grad_clip, rl.epsilon, rl.epsilon_high = 4, 1.0, 1e9, 0.2, 0.2
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32))
+    before = [p.detach().clone() for p in model.parameters()]
+    stats, n = rl.grpo_update(model, None, torch.optim.SGD(model.parameters(), lr=1.0), rows, adv, 0, **kw)
+    return stats, n, [p.detach() - b for p, b in zip(model.parameters(), before)]
+
+
+def test_truncated_completions_stay_in_the_row_count():
+    # 4 completions, 2 truncated and masked (mask_truncated_completions): TRL keeps them in B with a zero mask, so
+    # grpo and dr_grpo divide by B = 4, not by the 2 rows trained on (issue 13: the step grew with the truncation
+    # rate). Kept rows: 2 tokens with A = 1, 1 token with A = -3; on-policy, so every per-token loss is -A:
+    #   grpo: (mean(-1, -1) + mean(3)) / B = (-1 + 3) / 4 = 0.5;   dr_grpo: (-1 - 1 + 3) / (B * 4) = 1 / 16;
+    #   dapo: the token mean (-1 - 1 + 3) / 3; bnpo (micro_batch_size 1): the mean of the rows' token means,
+    #   (mean(-1, -1) + mean(3)) / 2 = 1; neither depends on B.
+    rows = [dict(prompt_ids=[1, 2], completion_ids=[3, 4]), dict(prompt_ids=[5], completion_ids=[6])]
+    adv = torch.tensor([1.0, -3.0])
+    for lt, golden, scale in (("grpo", 0.5, 0.5), ("dr_grpo", 1 / 16, 0.5), ("dapo", 1 / 3, 1.0), ("bnpo", 1.0, 1.0)):
+        stats, n, delta = _update(lt, rows, adv, num_masked=2)
+        assert n == 2 and stats["loss"] == pytest.approx(golden, abs=1e-6), (lt, stats)
+        # the same rows without the 2 masked ones: grpo and dr_grpo steps twice as large (plain SGD: delta ~ grad)
+        _, _, full = _update(lt, rows, adv)
+        for d, f in zip(delta, full):
+            assert torch.allclose(d, scale * f, atol=1e-6), lt
+    # every completion truncated: nothing to train on, and no optimizer step (Adam would still move the weights)
+    stats, n, delta = _update("grpo", [], torch.zeros(0), num_masked=4)
+    assert n == 0 and all(d.abs().max() == 0 for d in delta)
+
+
 def test_clipping_golden():
     # one token each; old_logp = 0 so ratio = exp(logp)
     logp = torch.log(torch.tensor([[1.5], [1.5], [0.5], [0.5]]))
