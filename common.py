@@ -152,7 +152,8 @@ def write_json_atomic(path, obj):
 # -----------------------------------------------------------------------------
 # Prompts. CUDA-L1 §3 (REFERENCE.md §1.3): the contrastive prompt holds the task, the reference code and N earlier
 # kernels each with its measured speedup; the answer has three sections that start with "## "; the prompt forbids
-# caching results across calls and changing hyperparameters. The exact wording was not published; this is ours.
+# caching results across calls and changing hyperparameters. Table 3 of the paper shows its structure; the exact
+# wording here is ours.
 
 SECTIONS = ("## Performance Analysis", "## Algorithm Design", "## Code Implementation")
 
@@ -169,6 +170,14 @@ _RULES = (
     "2. Do not change the hyperparameters of the task (batch size, dimensions, dtypes), nor get_inputs or "
     "get_init_inputs.\n"
 )
+_REQUIREMENTS = (
+    "Requirements:\n"
+    "1. The code must build and run as written on current GPUs (it is timed on the {gpu_name}): a module that does "
+    "not compile, or crashes, earns nothing.\n"
+    "2. ModelNew must compute what Model computes: an output that does not match the reference scores zero, however "
+    "fast it is.\n"
+    "3. The Code Implementation section holds one complete Python module, not a fragment or a diff.\n"
+)
 _ANSWER = (
     "Answer in exactly three sections, in this order, each starting with '## ':\n"
     "## Performance Analysis\n{analysis_hint}\n"
@@ -184,17 +193,24 @@ def stage1_prompt(task_src, gpu_name="NVIDIA A100"):
 
 
 def contrastive_prompt(task_src, exemplars, gpu_name="NVIDIA A100"):
-    """The CUDA-L1 stage-3 prompt. exemplars: list of (code, speedup_x) pairs, speedup = t_ref / t_kernel (x)."""
+    """The CUDA-L1 stage-3 prompt. exemplars: list of (code, speedup_x) pairs, speedup = t_ref / t_kernel (x).
+    Carries every element of the paper's Table 3 in our words (REFERENCE.md §1.3; issue 13): the task and reference,
+    the exemplars with their speedups, the five analysis questions (which is fastest and why, what limits them,
+    unused techniques, which strategies hold the most potential, where the largest remaining opportunity lies), the
+    requirements (builds and runs on current GPUs, a mismatch scores zero, a complete module), the two restrictions,
+    and the three "## " sections."""
     parts = [_TASK.format(gpu_name=gpu_name), "\nReference implementation:\n```python\n", task_src.strip(), "\n```\n\n"]
     if exemplars:
         parts.append("Earlier implementations with their measured speedups over the reference (higher is faster):\n\n")
         for i, (code, speedup) in enumerate(exemplars, 1):
             parts.append(f"Implementation {i} (speedup {speedup:.2f}x):\n```python\n{code.strip()}\n```\n\n")
-        hint = ("Compare the implementations above: which is faster and why, what limits them, and which "
-                "techniques none of them uses yet.")
+        hint = ("Compare the implementations above and answer, in this order: (1) which one is fastest, and why; "
+                "(2) which bottlenecks limit each of them; (3) which optimisation techniques none of them uses yet; "
+                "(4) which strategies hold the most potential for a further speedup; (5) where the largest remaining "
+                "opportunity lies.")
     else:
         hint = "The bottlenecks of the reference and how to remove them."
-    parts += [_RULES, "\n", _ANSWER.format(analysis_hint=hint)]
+    parts += [_REQUIREMENTS.format(gpu_name=gpu_name), "\n", _RULES, "\n", _ANSWER.format(analysis_hint=hint)]
     return "".join(parts)
 
 

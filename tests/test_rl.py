@@ -50,6 +50,39 @@ def test_normalise_and_clip_golden():
     assert torch.equal(rl.normalise_rewards(torch.tensor([3.0, 4.0]), 0.0), torch.tensor([3.0, 4.0]))
 
 
+def test_reward_norm_group_keeps_a_fast_tasks_ordering():
+    # issue 13's example: one task whose 4 samples all run 4.5-5.5x next to 4 tasks whose samples all fail (0).
+    fast, fail = [4.5, 4.9, 5.1, 5.5], [0.0] * 16
+    r = torch.tensor(fast + fail)
+    # batch (today): mean 1, population std sqrt(100.52 / 20 - 1) = 2.00649; z(4.5) = 3.5 / 2.00649 = 1.744 > 1.5, so
+    # all four fast samples clip to 1.5 and the task's best kernel gets the same advantage as its worst: 0
+    b = rl.normalise_rewards(r, 1.5, "batch", 4)
+    assert torch.allclose(b[:4], torch.full((4,), 1.5))
+    assert torch.allclose(b[4:], torch.full((16,), -1 / 2.00649), atol=1e-5)
+    assert torch.equal(rl.group_advantages(b, 4, "group")[:4], torch.zeros(4))
+    # group: mean 5, population std sqrt(0.52 / 4) = 0.360555 inside the fast task -> z = (-0.5, -0.1, 0.1, 0.5) / 0.360555
+    # = (-1.38675, -0.27735, 0.27735, 1.38675), none clipped; a group of equal rewards -> 0
+    g = rl.normalise_rewards(r, 1.5, "group", 4)
+    assert torch.allclose(g[:4], torch.tensor([-1.38675, -0.27735, 0.27735, 1.38675]), atol=1e-5)
+    assert torch.equal(g[4:], torch.zeros(16))
+    # then GRPO's group advantage: unbiased std of z = sqrt(4 / 3) -> z / 1.1547 (the 1e-4 of the std is kept)
+    a = rl.group_advantages(g, 4, "group")
+    assert torch.allclose(a[:4], torch.tensor([-1.38675, -0.27735, 0.27735, 1.38675]) / (2 / 3 ** 0.5 + 1e-4), atol=1e-5)
+    assert a[0] < a[1] < a[2] < a[3]  # the ordering inside the task survives
+
+
+def test_reward_norm_group_clips_inside_each_group():
+    # [0, 0, 0, 10]: mean 2.5, population std sqrt(18.75) = 4.33013 -> (-0.57735 x 3, 1.73205), clipped at 1.5;
+    # the second group [1, 3]x2 has mean 2, std 1 -> (-1, 1, -1, 1)
+    r = torch.tensor([0.0, 0.0, 0.0, 10.0, 1.0, 3.0, 1.0, 3.0])
+    g = rl.normalise_rewards(r, 1.5, "group", 4)
+    assert torch.allclose(g, torch.tensor([-0.57735, -0.57735, -0.57735, 1.5, -1.0, 1.0, -1.0, 1.0]), atol=1e-5)
+    # clip=0 disables both
+    assert torch.equal(rl.normalise_rewards(r, 0.0, "group", 4), r)
+    with pytest.raises(ValueError, match="reward_norm"):
+        rl.normalise_rewards(r, 1.5, "task", 4)
+
+
 # --- loss -------------------------------------------------------------------
 
 def _batch():
@@ -286,6 +319,35 @@ def test_contrastive_prompt_has_exemplars_and_rules():
     assert all(h in p for h in common.SECTIONS)
     assert "Do not cache" in p and "hyperparameters" in p
     assert "Earlier implementations" not in common.contrastive_prompt("class Model: pass", [], "X")
+
+
+def test_contrastive_prompt_carries_table_3():
+    """Every element of CUDA-L1's Table 3 (REFERENCE.md §1.3, issue 13), in our words: the five analysis questions,
+    the requirements (builds and runs on current GPUs; a mismatch scores zero; a full ModelNew module), the two
+    restrictions and the three '## ' sections."""
+    p = common.contrastive_prompt("class Model: pass", [("code A", 1.5), ("code B", 0.9)], "NVIDIA H200")
+    low = p.lower()
+    questions = {
+        "which is faster and why": "which one is fastest, and why",
+        "what limits them": "bottlenecks limit",
+        "unused techniques": "none of them uses yet",
+        "most potential": "hold the most potential",
+        "largest remaining opportunity": "largest remaining opportunity",
+    }
+    requirements = {
+        "builds and runs on current GPUs": "must build and run as written on current gpus",
+        "the target GPU": "timed on the nvidia h200",
+        "a mismatch scores zero": "does not match the reference scores zero",
+        "a complete module": "one complete python module",
+        "no caching": "do not cache",
+        "no hyperparameter changes": "do not change the hyperparameters",
+    }
+    missing = [k for k, v in {**questions, **requirements}.items() if v not in low]
+    assert not missing, missing
+    assert all(f"\n{h}\n" in p for h in common.SECTIONS)  # the three "## " sections, each on its own line
+    # the five questions sit in the Performance Analysis section's instructions, in order
+    pos = [low.index(v) for v in questions.values()]
+    assert pos == sorted(pos) and pos[0] > low.index("## performance analysis") and pos[-1] < low.index("## algorithm design")
 
 
 def test_parse_variant_strips_metadata():
