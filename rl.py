@@ -13,13 +13,17 @@ One step, read top to bottom in the loop at the end of this file:
  3. take the code from each answer's "## Code Implementation" section and evaluate every distinct kernel with
     bench.py (built in parallel, timed one at a time, each in its own process);
  4. reward = measured speedup for a correct kernel, failure_reward for anything else (format error, compile
-    error, crash, wrong output, a flagged hack); normalise over the batch and clip to [-reward_clip, reward_clip]
-    as the paper does, then group-normalised advantages as in GRPO;
+    error, crash, wrong output, a flagged hack); normalise and clip to [-reward_clip, reward_clip] as the paper
+    does, over the whole batch (reward_norm="batch") or within each prompt's group ("group"), then group-normalised
+    advantages as in GRPO. The paper does not say over which set it normalises; the default stays "batch" (the
+    behaviour before issue 13) until the ablation scripts/ablate_reward_norm.sh (the tiny preset with each, from
+    the same prepared data and SFT model) is run on the H200 and the default is chosen from its curves;
  5. one GRPO update per generated batch (num_iterations of them), log-probs recomputed by the training model;
  6. every correct kernel goes into the task's exemplar database, so later prompts show better exemplars.
 
 How this departs from GRPO as TRL implements it, and from the paper:
- - rewards go through the paper's batch normalise-and-clip before the group advantage (TRL has no such step);
+ - rewards go through the paper's normalise-and-clip before the group advantage (TRL has no such step; its
+   scale_rewards, kept here with the same meaning, only picks the std that divides the advantage);
  - an identical kernel (same task, same source) is measured once per run and its result reused: the reward is a
    property of the kernel, and re-timing every duplicate sample would make the loop evaluation-bound;
  - no LLM judge for hacks (the paper's DeepSeek-R1 judge): bench.py's checks flag hacks, which earn the failure
@@ -74,7 +78,8 @@ scale_rewards = "group"  # group | batch | none
 mask_truncated_completions = True
 # reward (CUDA-L1 §3)
 failure_reward = 0.0
-reward_clip = 1.5  # normalise rewards over the batch, then clip to +-reward_clip; 0 disables
+reward_clip = 1.5  # normalise rewards (over reward_norm's set), then clip to +-reward_clip; 0 disables
+reward_norm = "batch"  # batch | group: normalise-and-clip over the whole batch or each prompt's group (issue 13)
 # exemplars (CUDA-L1 §3: bucket sampling)
 num_exemplars = 2
 exemplar_sampling = "bucket"  # bucket | random
@@ -150,11 +155,19 @@ def sample_exemplars(entries, n, rng, method="bucket", width=0.25, temp=1.0):
     return chosen
 
 
-def normalise_rewards(r, clip):
-    """CUDA-L1 §3: (r - mean) / std over the batch, clipped to [-clip, clip]. r: (N,). clip=0 returns r."""
+def normalise_rewards(r, clip, over="batch", G=1):
+    """CUDA-L1 §3: (r - mean) / std (population std), clipped to [-clip, clip]. r: (N,), grouped by prompt in
+    consecutive runs of G. over="batch": one mean and std for the whole batch (all tasks mixed); over="group": per
+    prompt's group, so that a task whose samples all run 4.5-5.5x next to failing tasks keeps its ordering instead of
+    clipping to clip everywhere (issue 13; the paper does not say over which set). A group of equal rewards gives 0.
+    clip=0 returns r. Raises ValueError for another `over`."""
+    if over not in ("batch", "group"):
+        raise ValueError(f"unknown reward_norm {over!r}: batch | group")
     if clip <= 0:
         return r
-    return ((r - r.mean()) / (r.std(unbiased=False) + 1e-8)).clamp(-clip, clip)
+    x = r.view(-1, G) if over == "group" else r.view(1, -1)  # (groups, G) or (1, N)
+    z = (x - x.mean(dim=1, keepdim=True)) / (x.std(dim=1, unbiased=False, keepdim=True) + 1e-8)
+    return z.clamp(-clip, clip).reshape(-1)
 
 
 def group_advantages(r, G, scale="group"):
@@ -379,6 +392,7 @@ if __name__ == "__main__":
     import bench
     common.configure(globals())
     for key, ok in (("loss_type", ("grpo", "bnpo", "dr_grpo", "dapo")), ("scale_rewards", ("group", "batch", "none")),
+                    ("reward_norm", ("batch", "group")),
                     ("exemplar_sampling", ("bucket", "random")), ("split", ("train", "eval", "all"))):
         if globals()[key] not in ok:
             sys.exit(f"error: --{key}={globals()[key]!r}; choose one of {', '.join(ok)}")
@@ -541,7 +555,8 @@ if __name__ == "__main__":
             for part in common.ddp_gather(results):
                 cache.update(part)
             t2 = time.time()
-            # 4. rewards; normalised over the whole batch (all ranks), then group advantages (groups never span ranks)
+            # 4. rewards; normalised over the whole batch (all ranks) or per group, then group advantages (groups never
+            # span ranks)
             for s in samples:
                 res = cache.get(s.get("key"))
                 s["status"] = "format_error" if res is None else res["status"]
@@ -550,7 +565,7 @@ if __name__ == "__main__":
                 s["hack_kind"] = res.get("hack") if res is not None and res["status"] == "hack" else None
             N_local = len(samples)
             raw_all = torch.tensor(sum(common.ddp_gather([s["reward"] for s in samples]), []), dtype=torch.float32)
-            norm_all = normalise_rewards(raw_all, reward_clip)
+            norm_all = normalise_rewards(raw_all, reward_clip, reward_norm, num_generations)
             adv = group_advantages(norm_all, num_generations, scale_rewards)[rank * N_local:(rank + 1) * N_local]
             norm = norm_all[rank * N_local:(rank + 1) * N_local]
             # 5. GRPO update; the loss of each rank is divided by the totals of the whole batch, grads summed
