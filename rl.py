@@ -49,6 +49,7 @@ import sys
 import time
 
 import torch
+import torch.utils.checkpoint
 
 import common
 
@@ -90,6 +91,7 @@ lr = 1e-6
 weight_decay = 0.0
 grad_clip = 1.0
 micro_batch_size = 1
+logp_chunk_size = 512  # completion tokens per chunk of the log-prob head (memory: B x chunk x vocab fp32); 0 = all
 gen_batch_size = 32  # completions per transformers generate() call
 use_vllm = False  # sample with a colocated vLLM engine (common.load_vllm); False = transformers generate
 vllm_gpu_memory_utilization = 0.3  # the GPU memory share vLLM may take; training needs the rest
@@ -228,10 +230,33 @@ def grpo_loss(logp, old_logp, advantages, mask, ref_logp=None, beta=0.0, epsilon
     return loss, dict(kl=((kl * m).sum() / n).item(), clip_frac=((clipped.float() * m).sum() / n).item())
 
 
-def completion_logp(model, rows, pad_id, temp):
+def _head_logp(h, lm_head, targets, temp):
+    """Log-prob of each target token and the entropy of each position's distribution, from the last hidden states.
+    h: (B, c, H); targets: (B, c). Returns logp (B, c), entropy (B, c) (no gradient). log p = logit - logsumexp, so
+    only this chunk's (B, c, V) fp32 logits ever exist."""
+    logits = lm_head(h).float() / temp  # (B, c, V)
+    lse = torch.logsumexp(logits, dim=-1)  # (B, c)
+    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
+    with torch.no_grad():
+        ent = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)  # -sum p log p
+    return logp, ent
+
+
+def completion_logp(model, rows, pad_id, temp, chunk_size=None):
     """Per-token log-probs (and entropies) of completions under `model`. rows: dicts with prompt_ids and
     completion_ids (lists). Returns logp, entropy, mask, each (B, C) with C = longest completion; prompts are
-    left-padded and position ids follow the attention mask, as in generate()."""
+    left-padded and position ids follow the attention mask, as in generate().
+
+    Memory (issue 13): the decoder runs once; the LM head, logsumexp and the chosen token's logit then go over the
+    completion in chunks of chunk_size tokens (default: the logp_chunk_size setting; 0 = one chunk), and with
+    gradients on each chunk is checkpointed (its logits are recomputed in backward), so no full-vocabulary fp32
+    tensor is ever held: B x chunk_size x V floats at a time instead of B x C x V (2.5 GB per 4k-token row at
+    Qwen's 152k vocabulary, several times over with the log-softmax and entropy). Equal to the full log-softmax
+    within 1e-5, gradients too (tests/test_rl.py). Needs a plain output-embedding head (Llama, Qwen2...); a model
+    with a final logit softcap is refused with ValueError."""
+    chunk_size = logp_chunk_size if chunk_size is None else chunk_size
+    if getattr(model.config, "final_logit_softcapping", None):
+        raise ValueError("completion_logp: models with final_logit_softcapping are not supported")
     dev = next(model.parameters()).device
     P = max(len(r["prompt_ids"]) for r in rows)
     C = max(len(r["completion_ids"]) for r in rows)
@@ -243,11 +268,16 @@ def completion_logp(model, rows, pad_id, temp):
         att[i, P - len(p):P + len(c)] = 1
     ids, att = ids.to(dev), att.to(dev)
     pos = (att.cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=ids, attention_mask=att, position_ids=pos).logits[:, P - 1:P + C - 1].float() / temp
-    lsm = torch.log_softmax(logits, dim=-1)  # (B, C, V)
-    logp = lsm.gather(-1, ids[:, P:].unsqueeze(-1)).squeeze(-1)  # (B, C)
-    with torch.no_grad():
-        ent = -(lsm.exp() * lsm).sum(-1)
+    h = model.get_decoder()(input_ids=ids, attention_mask=att, position_ids=pos).last_hidden_state[:, P - 1:P + C - 1]
+    head, targets, step = model.get_output_embeddings(), ids[:, P:], chunk_size or C  # h: (B, C, H)
+    parts = []
+    for j in range(0, C, step):
+        args = (h[:, j:j + step], head, targets[:, j:j + step], temp)
+        if torch.is_grad_enabled() and h.requires_grad:
+            parts.append(torch.utils.checkpoint.checkpoint(_head_logp, *args, use_reentrant=False))
+        else:
+            parts.append(_head_logp(*args))
+    logp, ent = (torch.cat(x, dim=1) for x in zip(*parts))
     return logp, ent, att[:, P:].float()
 
 

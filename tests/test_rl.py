@@ -394,6 +394,50 @@ def test_completion_logp_matches_unpadded_forward():
     assert (ent >= 0).all()
 
 
+def _full_vocab_logp(model, rows, pad_id, temp):
+    """completion_logp as it was before issue 13: the whole (B, C, V) fp32 log-softmax, entropy from it."""
+    P = max(len(r["prompt_ids"]) for r in rows)
+    C = max(len(r["completion_ids"]) for r in rows)
+    ids = torch.full((len(rows), P + C), pad_id, dtype=torch.long)
+    att = torch.zeros_like(ids)
+    for i, r in enumerate(rows):
+        p, c = r["prompt_ids"], r["completion_ids"]
+        ids[i, P - len(p):P + len(c)] = torch.tensor(p + c)
+        att[i, P - len(p):P + len(c)] = 1
+    pos = (att.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=att, position_ids=pos).logits[:, P - 1:P + C - 1].float() / temp
+    lsm = torch.log_softmax(logits, dim=-1)
+    logp = lsm.gather(-1, ids[:, P:].unsqueeze(-1)).squeeze(-1)
+    ent = -(lsm.exp() * lsm).sum(-1)
+    return logp, ent.detach(), att[:, P:].float()
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 0])
+def test_chunked_logp_equals_full_vocab_logp(chunk_size):
+    # issue 13: log-probs and entropies per chunk of the sequence (logsumexp, the chosen token's logit; the chunk's
+    # logits recomputed in backward) equal the full-vocabulary log-softmax within 1e-5, and so do the gradients;
+    # rows of different prompt and completion lengths (left- and right-padding), temperature 0.7
+    model = _tiny()
+    rows = [dict(prompt_ids=[1, 2, 3, 4, 5], completion_ids=[6, 7, 8]),
+            dict(prompt_ids=[9, 10], completion_ids=[11, 12, 13, 14, 15, 16, 17]),
+            dict(prompt_ids=[18], completion_ids=[19])]
+    w = torch.randn(3, 7)  # an arbitrary weighting of the tokens: the gradient of sum(w * logp * mask)
+    ref_logp, ref_ent, ref_mask = _full_vocab_logp(model, rows, 0, 0.7)
+    (w * ref_logp * ref_mask).sum().backward()
+    ref_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    logp, ent, mask = rl.completion_logp(model, rows, pad_id=0, temp=0.7, chunk_size=chunk_size)
+    assert torch.equal(mask, ref_mask) and logp.shape == ent.shape == (3, 7)
+    m = mask.bool()
+    assert torch.allclose(logp[m], ref_logp[m], atol=1e-5) and torch.allclose(ent[m], ref_ent[m], atol=1e-5)
+    (w * logp * mask).sum().backward()
+    for p, g in zip(model.parameters(), ref_grads):
+        assert torch.allclose(p.grad, g, atol=1e-5), (chunk_size, (p.grad - g).abs().max())
+    with torch.no_grad():  # the no-grad path (old and reference log-probs) too
+        assert torch.allclose(rl.completion_logp(model, rows, 0, 0.7, chunk_size=chunk_size)[0][m], ref_logp[m],
+                              atol=1e-5)
+
+
 def test_generate_keeps_eos_when_pad_is_eos(monkeypatch):
     class Tok:
         eos_token_id = pad_token_id = 0
