@@ -305,6 +305,70 @@ def load_model(name_or_path, device="cpu", dtype="float32"):
     return model.to(device), tok
 
 
+def enable_checkpointing(model):
+    """Non-reentrant activation checkpointing (works under DDP), through the API this transformers version has
+    (activation_checkpointing_enable in recent 5.x, where gradient_checkpointing_enable is a deprecated alias).
+    Active in train mode only; generate() (eval mode, use_cache=True) is unaffected."""
+    model.config.use_cache = False
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def _head_logp(h, lm_head, targets, temp):
+    """Log-prob of each target token and the entropy of each position's distribution, from the last hidden states.
+    h: (B, c, H); targets: (B, c). Returns logp (B, c), entropy (B, c) (no gradient). log p = logit - logsumexp, so
+    only this chunk's (B, c, V) fp32 logits ever exist."""
+    import torch
+    logits = lm_head(h).float() / temp  # (B, c, V)
+    lse = torch.logsumexp(logits, dim=-1)  # (B, c)
+    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
+    with torch.no_grad():
+        ent = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)  # -sum p log p
+    return logp, ent
+
+
+def completion_logp(model, rows, pad_id, temp, chunk_size=512):
+    """Per-token log-probs (and entropies) of completions under `model`. rows: dicts with prompt_ids and
+    completion_ids (lists). Returns logp, entropy, mask, each (B, C) with C = longest completion; prompts are
+    left-padded and position ids follow the attention mask, as in generate().
+
+    Memory (issue 13): the decoder runs once; the LM head, logsumexp and the chosen token's logit then go over the
+    completion in chunks of chunk_size tokens (rl.py's logp_chunk_size; 0 = one chunk), and with gradients each
+    chunk is checkpointed (its logits are recomputed in backward), so no full-vocabulary fp32 tensor is ever held:
+    B x chunk_size x V floats at a time instead of B x C x V (2.5 GB per 4k-token row at Qwen's 152k vocabulary,
+    several times over with the log-softmax and entropy). Equal to the full log-softmax within 1e-5, gradients too
+    (tests/test_rl.py; rl.py uses it as rl.completion_logp). Needs a plain output-embedding head (Llama, Qwen2...):
+    a model with a final logit softcap is refused with ValueError."""
+    import torch
+    import torch.utils.checkpoint
+    if getattr(model.config, "final_logit_softcapping", None):
+        raise ValueError("completion_logp: models with final_logit_softcapping are not supported")
+    dev = next(model.parameters()).device
+    P = max(len(r["prompt_ids"]) for r in rows)
+    C = max(len(r["completion_ids"]) for r in rows)
+    ids = torch.full((len(rows), P + C), pad_id, dtype=torch.long)
+    att = torch.zeros_like(ids)
+    for i, r in enumerate(rows):
+        p, c = r["prompt_ids"], r["completion_ids"]
+        ids[i, P - len(p):P + len(c)] = torch.tensor(p + c)
+        att[i, P - len(p):P + len(c)] = 1
+    ids, att = ids.to(dev), att.to(dev)
+    pos = (att.cumsum(-1) - 1).clamp(min=0)
+    h = model.get_decoder()(input_ids=ids, attention_mask=att, position_ids=pos).last_hidden_state[:, P - 1:P + C - 1]
+    head, targets, step = model.get_output_embeddings(), ids[:, P:], chunk_size or C  # h: (B, C, H)
+    parts = []
+    for j in range(0, C, step):
+        args = (h[:, j:j + step], head, targets[:, j:j + step], temp)
+        if torch.is_grad_enabled() and h.requires_grad:
+            parts.append(torch.utils.checkpoint.checkpoint(_head_logp, *args, use_reentrant=False))
+        else:
+            parts.append(_head_logp(*args))
+    logp, ent = (torch.cat(x, dim=1) for x in zip(*parts))
+    return logp, ent, att[:, P:].float()
+
+
 def render_prompt(tok, prompt):
     """Prompt text as the model should see it: through the chat template when the tokenizer has one."""
     if getattr(tok, "chat_template", None):
@@ -326,11 +390,14 @@ def encode_example(tok, prompt, response, max_len):
     return p + r, [0] * len(p) + [1] * len(r)
 
 
-def generate(model, tok, prompts, num_generations, max_new_tokens, temperature=1.0, top_p=1.0, batch_size=16):
+def generate(model, tok, prompts, num_generations, max_new_tokens, temperature=1.0, top_p=1.0, batch_size=16,
+             **generate_kwargs):
     """Sample `num_generations` completions for each prompt with transformers' generate.
 
     Yields dicts (one per completion, grouped by prompt, in order) with prompt_ids, completion_ids (list of int,
-    ending with EOS unless truncated), text and truncated (bool: no EOS within max_new_tokens).
+    ending with EOS unless truncated), text and truncated (bool: no EOS within max_new_tokens). generate_kwargs go
+    to model.generate (scripts/rl_scale.py forces full-length rollouts with min_new_tokens). The KV cache is always
+    on, also when activation checkpointing turned the model's use_cache off for training.
     """
     import torch
     device = next(model.parameters()).device
@@ -344,7 +411,7 @@ def generate(model, tok, prompts, num_generations, max_new_tokens, temperature=1
         with torch.no_grad():
             out = model.generate(**enc, do_sample=temperature > 0, temperature=max(temperature, 1e-5), top_p=top_p,
                                  max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id,
-                                 eos_token_id=tok.eos_token_id)
+                                 eos_token_id=tok.eos_token_id, use_cache=True, **generate_kwargs)
         for row in range(out.shape[0]):
             prompt_ids = enc["input_ids"][row][enc["attention_mask"][row].bool()].tolist()
             comp = out[row, enc["input_ids"].shape[1]:].tolist()

@@ -15,9 +15,10 @@ One step, read top to bottom in the loop at the end of this file:
  4. reward = measured speedup for a correct kernel, failure_reward for anything else (format error, compile
     error, crash, wrong output, a flagged hack); normalise and clip to [-reward_clip, reward_clip] as the paper
     does, over the whole batch (reward_norm="batch") or within each prompt's group ("group"), then group-normalised
-    advantages as in GRPO. The paper does not say over which set it normalises; the default stays "batch" (the
-    behaviour before issue 13) until the ablation scripts/ablate_reward_norm.sh (the tiny preset with each, from
-    the same prepared data and SFT model) is run on the H200 and the default is chosen from its curves;
+    advantages as in GRPO. With scale_rewards="group" the two differ only through the clip (standardising a group
+    undoes any affine map of its rewards). The paper does not say over which set it normalises; the default stays
+    "batch" (the behaviour before issue 13) until the ablation scripts/ablate_reward_norm.sh (the tiny preset with
+    each, from the same prepared data and SFT model) is run on the H200 and the default is chosen from its curves;
  5. one GRPO update per generated batch (num_iterations of them), log-probs recomputed by the training model;
  6. every correct kernel goes into the task's exemplar database, so later prompts show better exemplars.
 
@@ -31,6 +32,20 @@ How this departs from GRPO as TRL implements it, and from the paper:
  - the paper's group size, learning rate, beta, epsilon, bucket width and temperature were not published;
    the defaults here are ours.
 
+Rollouts that overlap evaluation (async_rollouts=True; TRL's async GRPO; issue 13 item 6). While bench.py builds
+and times step k's kernels (on a thread that waits on bench's child processes), the main thread already generates
+step k+1's batch with the current weights theta_k, which step k's update then changes: the batch trained on at step
+k+1 was sampled by theta_k and is trained on at theta_k+1, one update stale (rollout_staleness = 1 in the log). The
+correction is PPO's importance ratio to the behaviour policy: right after generating, a no-grad forward of the
+generating weights records every token's log-prob (old_logp, through the same completion_logp as training), and the
+loss uses ratio = exp(logp - old_logp), logp = the training model's log-prob at update time, clipped to
+[1 - epsilon, 1 + epsilon_high] inside min(ratio * A, clip(ratio) * A): a token whose ratio has already left the
+band in the direction its advantage pushes gives no gradient (grpo_loss; clip_frac in the log counts them). With
+num_iterations > 1 the recorded old_logp serves every pass; the KL term is unchanged. The prompts of step k+1 are
+written before step k's kernels enter the database (exemplars lag one step). Every step, the last too, generates the
+next batch, which the checkpoint keeps, so --resume continues exactly. Default: synchronous (async_rollouts=False)
+until the ablation on the H200 (steps per hour and curves with and without) says otherwise.
+
 Many GPUs (torchrun, issue 4): every rank holds the whole model, generates and evaluates num_prompts / world_size
 prompts on its own GPU, and gradients are summed over the ranks (the loss is divided by the totals of the whole
 batch, so the update is the one a single GPU would make on the full batch). Tasks per step come from an RNG shared
@@ -39,6 +54,7 @@ cache and the exemplar database are merged across ranks every step (all_gather_o
 is evaluated once. Only rank 0 writes logs and checkpoints. prepare.py / sft.py / evaluate.py, when chained by
 the presets, run on rank 0 alone while the others wait.
 """
+import concurrent.futures
 import contextlib
 import hashlib
 import math
@@ -49,7 +65,6 @@ import sys
 import time
 
 import torch
-import torch.utils.checkpoint
 
 import common
 
@@ -92,6 +107,8 @@ weight_decay = 0.0
 grad_clip = 1.0
 micro_batch_size = 1
 logp_chunk_size = 512  # completion tokens per chunk of the log-prob head (memory: B x chunk x vocab fp32); 0 = all
+gradient_checkpointing = False  # recompute activations in backward: less memory, more time (scripts/rl_scale.py)
+async_rollouts = False  # generate step k+1's rollouts while step k's kernels are evaluated (docstring: staleness)
 gen_batch_size = 32  # completions per transformers generate() call
 use_vllm = False  # sample with a colocated vLLM engine (common.load_vllm); False = transformers generate
 vllm_gpu_memory_utilization = 0.3  # the GPU memory share vLLM may take; training needs the rest
@@ -230,55 +247,33 @@ def grpo_loss(logp, old_logp, advantages, mask, ref_logp=None, beta=0.0, epsilon
     return loss, dict(kl=((kl * m).sum() / n).item(), clip_frac=((clipped.float() * m).sum() / n).item())
 
 
-def _head_logp(h, lm_head, targets, temp):
-    """Log-prob of each target token and the entropy of each position's distribution, from the last hidden states.
-    h: (B, c, H); targets: (B, c). Returns logp (B, c), entropy (B, c) (no gradient). log p = logit - logsumexp, so
-    only this chunk's (B, c, V) fp32 logits ever exist."""
-    logits = lm_head(h).float() / temp  # (B, c, V)
-    lse = torch.logsumexp(logits, dim=-1)  # (B, c)
-    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
-    with torch.no_grad():
-        ent = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)  # -sum p log p
-    return logp, ent
+completion_logp = common.completion_logp  # (B, C) log-probs, entropies, mask of completions (chunked head)
 
 
-def completion_logp(model, rows, pad_id, temp, chunk_size=None):
-    """Per-token log-probs (and entropies) of completions under `model`. rows: dicts with prompt_ids and
-    completion_ids (lists). Returns logp, entropy, mask, each (B, C) with C = longest completion; prompts are
-    left-padded and position ids follow the attention mask, as in generate().
+def record_behaviour_logp(model, samples, pad_id, amp=contextlib.nullcontext()):
+    """async_rollouts: store in each sample old_logp, a list of one float per completion token: its log-prob under
+    `model` as it is now, i.e. under the weights that just generated it (the behaviour policy). A no-grad forward
+    through completion_logp, micro_batch_size rows at a time: the code path of the training log-probs, so with no
+    update in between the importance ratio is 1 up to float rounding (padding differs between the two batchings)."""
+    with torch.no_grad(), amp:
+        for i in range(0, len(samples), micro_batch_size):
+            rows = samples[i:i + micro_batch_size]
+            logp = completion_logp(model, rows, pad_id, temperature, logp_chunk_size)[0].float().cpu()  # (b, C)
+            for r, lp in zip(rows, logp):
+                r["old_logp"] = lp[:len(r["completion_ids"])].tolist()
 
-    Memory (issue 13): the decoder runs once; the LM head, logsumexp and the chosen token's logit then go over the
-    completion in chunks of chunk_size tokens (default: the logp_chunk_size setting; 0 = one chunk), and with
-    gradients on each chunk is checkpointed (its logits are recomputed in backward), so no full-vocabulary fp32
-    tensor is ever held: B x chunk_size x V floats at a time instead of B x C x V (2.5 GB per 4k-token row at
-    Qwen's 152k vocabulary, several times over with the log-softmax and entropy). Equal to the full log-softmax
-    within 1e-5, gradients too (tests/test_rl.py). Needs a plain output-embedding head (Llama, Qwen2...); a model
-    with a final logit softcap is refused with ValueError."""
-    chunk_size = logp_chunk_size if chunk_size is None else chunk_size
-    if getattr(model.config, "final_logit_softcapping", None):
-        raise ValueError("completion_logp: models with final_logit_softcapping are not supported")
-    dev = next(model.parameters()).device
-    P = max(len(r["prompt_ids"]) for r in rows)
+
+def behaviour_logp(rows, device="cpu"):
+    """The rows' recorded old_logp as a (B, C) tensor laid out like completion_logp's output (C = longest
+    completion, zeros where the mask is 0), or None unless every row has one (synchronous rollouts)."""
+    if not rows or any("old_logp" not in r for r in rows):
+        return None
     C = max(len(r["completion_ids"]) for r in rows)
-    ids = torch.full((len(rows), P + C), pad_id, dtype=torch.long)
-    att = torch.zeros_like(ids)
+    out = torch.zeros(len(rows), C)
     for i, r in enumerate(rows):
-        p, c = r["prompt_ids"], r["completion_ids"]
-        ids[i, P - len(p):P + len(c)] = torch.tensor(p + c)
-        att[i, P - len(p):P + len(c)] = 1
-    ids, att = ids.to(dev), att.to(dev)
-    pos = (att.cumsum(-1) - 1).clamp(min=0)
-    h = model.get_decoder()(input_ids=ids, attention_mask=att, position_ids=pos).last_hidden_state[:, P - 1:P + C - 1]
-    head, targets, step = model.get_output_embeddings(), ids[:, P:], chunk_size or C  # h: (B, C, H)
-    parts = []
-    for j in range(0, C, step):
-        args = (h[:, j:j + step], head, targets[:, j:j + step], temp)
-        if torch.is_grad_enabled() and h.requires_grad:
-            parts.append(torch.utils.checkpoint.checkpoint(_head_logp, *args, use_reentrant=False))
-        else:
-            parts.append(_head_logp(*args))
-    logp, ent = (torch.cat(x, dim=1) for x in zip(*parts))
-    return logp, ent, att[:, P:].float()
+        assert len(r["old_logp"]) == len(r["completion_ids"]), "old_logp must have one value per completion token"
+        out[i, :len(r["old_logp"])] = torch.tensor(r["old_logp"])
+    return out.to(device)
 
 
 def run_stage(script, argv, extra=()):
@@ -328,7 +323,9 @@ def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nul
     the update one process would make on the whole batch, also with unequal ranks or a rank without rows (bnpo, a
     mean of per-micro-batch token means as in TRL, depends on where the micro-batches are cut: with micro_batch_size=1
     or rank sizes that are multiples of it the cuts are those of one process; dapo is the cut-free token mean).
-    Log-probs always come from `model` itself, whatever sampled the completions. Returns (stats, n_rows): stats =
+    Log-probs always come from `model` itself, whatever sampled the completions; old_logp, the denominator of the
+    ratio, is each row's recorded "old_logp" when every row of a micro-batch has one (async_rollouts: the weights
+    that generated it), else the model's own log-probs before the first pass. Returns (stats, n_rows): stats =
     this rank's share of {loss, kl, clip_frac, entropy} (the shares of all ranks add up to the batch values), and
     n_rows = completions trained on in the whole batch (0: no update was made).
     """
@@ -336,17 +333,21 @@ def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nul
     n_rows, n_tokens, n_chunks, n_seq = map(sum, zip(*common.ddp_gather(
         (len(rows), sum(len(s["completion_ids"]) for s in rows), len(chunks), len(rows) + num_masked))))
     old, ref = {}, {}
+    dev = next(model.parameters()).device
     with torch.no_grad(), amp:
         for c in chunks:
-            if num_iterations > 1:
-                old[c[0]] = completion_logp(model, [rows[i] for i in c], pad_id, temperature)[0]
+            recorded = behaviour_logp([rows[i] for i in c], dev)  # async_rollouts: the generating weights' log-probs
+            if recorded is not None:
+                old[c[0]] = recorded
+            elif num_iterations > 1:
+                old[c[0]] = completion_logp(model, [rows[i] for i in c], pad_id, temperature, logp_chunk_size)[0]
             if ref_model is not None:
-                ref[c[0]] = completion_logp(ref_model, [rows[i] for i in c], pad_id, temperature)[0]
+                ref[c[0]] = completion_logp(ref_model, [rows[i] for i in c], pad_id, temperature, logp_chunk_size)[0]
     stats = dict(kl=0.0, clip_frac=0.0, entropy=0.0, loss=0.0)
     for _ in range(num_iterations if n_rows else 0):
         for c in chunks:
             with amp:
-                logp, ent, m = completion_logp(model, [rows[i] for i in c], pad_id, temperature)
+                logp, ent, m = completion_logp(model, [rows[i] for i in c], pad_id, temperature, logp_chunk_size)
                 loss, sts = grpo_loss(logp, old.get(c[0], logp.detach()), row_adv[c].to(logp.device), m,
                                       ref_logp=ref.get(c[0]), beta=beta, epsilon=epsilon,
                                       epsilon_high=epsilon_high, loss_type=loss_type,
@@ -482,8 +483,10 @@ if __name__ == "__main__":
     except RuntimeError as e:
         raise SystemExit(f"error: {e}")
     model.train()
+    if gradient_checkpointing:
+        common.enable_checkpointing(model)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.99))
-    step, history = 0, []
+    step, history, pending = 0, [], None  # pending: the next step's batch, generated ahead (async_rollouts)
     if resuming:
         opt.load_state_dict(st["opt"])
         step, history, db, cache = st["step"], st["history"], st["db"], {**cache, **st["cache"]}
@@ -494,6 +497,7 @@ if __name__ == "__main__":
             torch.set_rng_state(rs["torch"])
             if rs["cuda"] is not None and device.startswith("cuda"):
                 torch.cuda.set_rng_state(rs["cuda"])
+            pending = rs.get("pending")  # the batch an async run had generated for this step
         else:  # another world size, or a Ctrl-C checkpoint of a torchrun: fresh per-rank streams
             print(f"rank {rank}: checkpoint has no RNG state for {world} rank(s): reseeding")
             rank_rng.seed(seed + 1 + rank + 1000 * step)
@@ -514,8 +518,45 @@ if __name__ == "__main__":
               f"rollouts by {'vLLM' if llm else 'transformers'}")
 
     def rng_state():
+        """This rank's RNG states, and (async_rollouts) the batch generated for the next step, saved with them."""
         return dict(py=rank_rng.getstate(), torch=torch.get_rng_state(),
-                    cuda=torch.cuda.get_rng_state() if device.startswith("cuda") else None)
+                    cuda=torch.cuda.get_rng_state() if device.startswith("cuda") else None, pending=pending)
+
+    def rollouts():
+        """Steps 1-2 of the docstring: this step's prompts (the same task list on every rank from the shared rng,
+        this rank's slice) and num_generations samples each, every sample with its task; with async_rollouts also
+        old_logp, the generating weights' log-probs of its tokens (behaviour_logp)."""
+        names = rng.sample(train_tasks, min(num_prompts, len(train_tasks)))
+        names += rng.choices(train_tasks, k=num_prompts - len(names))  # fewer tasks than prompts: repeat
+        names = names[rank * k_local:(rank + 1) * k_local]
+        prompts = []
+        for n in names:
+            ex = sample_exemplars(db[n], num_exemplars, rank_rng, exemplar_sampling, delta_s, tau)
+            prompts.append(common.contrastive_prompt(tasks[n]["src"], [(e["code"], e["speedup"]) for e in ex], gpu_name))
+        if llm is not None:
+            out = common.vllm_generate(llm, tok, prompts, num_generations, max_completion_length, temperature, top_p)
+        else:
+            out = list(common.generate(model, tok, prompts, num_generations, max_completion_length, temperature,
+                                       top_p, batch_size=gen_batch_size))
+        for i, s in enumerate(out):
+            s["task"] = names[i // num_generations]
+        if async_rollouts:
+            record_behaviour_logp(model, out, tok.pad_token_id, amp)
+        return out
+
+    def evaluate(jobs):
+        """bench.evaluate_many on this rank's GPU: {key: result} for {key: (task, task_src, code)}."""
+        if not jobs:
+            return {}
+        workers = build_workers or max(1, bench.cpu_count() // world)
+        with common.visible_gpu(local_rank) if world > 1 and device.startswith("cuda") else contextlib.nullcontext():
+            out = bench.evaluate_many(list(jobs.values()), device=device.split(":")[0], arch=arch or None,
+                                      num_correct_trials=num_correct_trials, time_budget_s=time_budget_s,
+                                      timeout_s=timeout_s, build_workers=workers)
+        return dict(zip(jobs, out))
+    # evaluation runs on this thread while the main thread generates (async_rollouts); bench's work is in child
+    # processes, so the two overlap in wall time
+    eval_thread = concurrent.futures.ThreadPoolExecutor(1)
 
     def save(rank_rngs):
         """Rank 0 only: model, optimizer, step, history, database, result cache and every rank's RNG states."""
@@ -546,27 +587,15 @@ if __name__ == "__main__":
     try:
         while step < max_steps:
             t0 = time.time()
-            # 1. prompts: the same task list on every rank (shared rng); this rank takes its slice
-            names = rng.sample(train_tasks, min(num_prompts, len(train_tasks)))
-            names += rng.choices(train_tasks, k=num_prompts - len(names))  # fewer tasks than prompts: repeat
-            names = names[rank * k_local:(rank + 1) * k_local]
-            prompts = []
-            for n in names:
-                ex = sample_exemplars(db[n], num_exemplars, rank_rng, exemplar_sampling, delta_s, tau)
-                prompts.append(common.contrastive_prompt(tasks[n]["src"], [(e["code"], e["speedup"]) for e in ex],
-                                                         gpu_name))
-            # 2. rollouts
-            if llm is not None:
-                samples = common.vllm_generate(llm, tok, prompts, num_generations, max_completion_length,
-                                               temperature, top_p)
-            else:
-                samples = list(common.generate(model, tok, prompts, num_generations, max_completion_length,
-                                               temperature, top_p, batch_size=gen_batch_size))
+            # 1-2. prompts and rollouts; with async_rollouts this batch was generated during the previous step's
+            # evaluation, by the weights before the previous update (staleness 1: see the docstring)
+            staleness = 0 if pending is None else 1
+            samples = pending if pending is not None else rollouts()
+            pending = None
             t1 = time.time()
             # 3. code extraction and evaluation of each distinct new kernel (once over all ranks: lowest rank wins)
             todo = {}
-            for i, s in enumerate(samples):
-                s["task"] = names[i // num_generations]
+            for s in samples:
                 s["code"], s["format_error"] = common.extract_code(s["text"])
                 if s["code"] is not None:
                     s["key"] = sha(s["task"], s["code"])
@@ -574,14 +603,11 @@ if __name__ == "__main__":
                         todo[s["key"]] = (s["task"], tasks[s["task"]]["src"], s["code"])
             claimed = set().union(*common.ddp_gather(set(todo))[:rank])  # a collective: every rank calls it
             mine = {k: v for k, v in todo.items() if k not in claimed}
-            results = {}
-            if mine:
-                workers = build_workers or max(1, bench.cpu_count() // world)
-                with common.visible_gpu(local_rank) if world > 1 and device.startswith("cuda") else contextlib.nullcontext():
-                    out = bench.evaluate_many(list(mine.values()), device=device.split(":")[0], arch=arch or None,
-                                              num_correct_trials=num_correct_trials, time_budget_s=time_budget_s,
-                                              timeout_s=timeout_s, build_workers=workers)
-                results = dict(zip(mine, out))
+            job = eval_thread.submit(lambda: (evaluate(mine), time.time()))
+            if async_rollouts:  # the next step's batch from the current weights, while bench evaluates this one's
+                pending = rollouts()  # (also at the last step: it is saved, so --resume continues exactly)
+            t_next = time.time() - t1
+            results, t_done = job.result()
             for part in common.ddp_gather(results):
                 cache.update(part)
             t2 = time.time()
@@ -618,14 +644,15 @@ if __name__ == "__main__":
                          hack=s["hack_kind"], speedup=s["speedup"], reward=s["reward"], reward_norm=float(norm[i]),
                          advantage=float(adv[i]), truncated=s["truncated"], completion_len=len(s["completion_ids"]),
                          completion=s["text"], code=s["code"]) for i, s in enumerate(samples)]
-            gathered = common.ddp_gather(dict(recs=recs, stats=stats, t=(t1 - t0, t2 - t1, t3 - t2),
+            t_gen = (t1 - t0) + (t_next if async_rollouts else 0.0)  # generating in this step (async: the next batch)
+            gathered = common.ddp_gather(dict(recs=recs, stats=stats, t=(t_gen, t_done - t1, t3 - t2),
                                               new=len(mine), psum=common.param_checksum(model) if world > 1 else None))
             step += 1
             if master:
                 recs = sum((g["recs"] for g in gathered), [])
                 stats = {k: sum(g["stats"][k] for g in gathered) for k in stats}
                 h = step_summary(step - 1, recs, best_seed, stats)
-                h.update(new_kernels=sum(g["new"] for g in gathered), world_size=world,
+                h.update(new_kernels=sum(g["new"] for g in gathered), world_size=world, rollout_staleness=staleness,
                          t_gen=max(g["t"][0] for g in gathered), t_eval=max(g["t"][1] for g in gathered),
                          t_train=max(g["t"][2] for g in gathered), t_step=time.time() - t0, wall=time.time())
                 if world > 1:

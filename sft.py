@@ -168,14 +168,7 @@ def lr_at(it, total=None):
     return min_lr + 0.5 * (1 + math.cos(math.pi * t)) * (lr - min_lr)
 
 
-def enable_checkpointing(model):
-    """Non-reentrant activation checkpointing (works under DDP), through the API this transformers version has
-    (activation_checkpointing_enable in recent 5.x, where gradient_checkpointing_enable is a deprecated alias)."""
-    model.config.use_cache = False
-    if hasattr(model, "activation_checkpointing_enable"):
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-    else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+enable_checkpointing = common.enable_checkpointing  # moved to common (rl.py uses it too); this name for scripts/
 
 
 def _dist():

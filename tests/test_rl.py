@@ -165,6 +165,52 @@ def test_clipping_golden():
     assert loss2.item() == pytest.approx(-1.5, abs=1e-6)
 
 
+def test_staleness_correction_golden():
+    # async_rollouts: the ratio is taken to the log-probs recorded when the rows were generated (old_logp), and
+    # clipped as in PPO. Recorded probabilities 0.5 / 0.25 / 0.5 / 0.5; the policy now gives 0.55 / 0.45 / 0.9 / 0.3:
+    #   row 0, A = +1: ratios 1.1 and 1.8 -> -min(1.1, 1.1) = -1.1; -min(1.8, 1.2) = -1.2 (clipped: no gradient)
+    #   row 1, A = -1: ratio 1.8 -> -min(-1.8, -1.2) = 1.8 (the pessimistic side: not clipped)
+    #   row 2, A = -1: ratio 0.6 -> -min(-0.6, -0.8) = 0.8 (clipped)
+    # grpo: (mean(-1.1, -1.2) + 1.8 + 0.8) / 3 = 0.48333; clip_frac 2 of 4 tokens
+    rows = [dict(prompt_ids=[1], completion_ids=[5, 6], old_logp=[math.log(0.5), math.log(0.25)]),
+            dict(prompt_ids=[2], completion_ids=[7], old_logp=[math.log(0.5)]),
+            dict(prompt_ids=[3], completion_ids=[8], old_logp=[math.log(0.5)])]
+    old = rl.behaviour_logp(rows)
+    assert old.shape == (3, 2) and old[1, 1] == 0 and old[0, 1].item() == pytest.approx(math.log(0.25))
+    logp = torch.log(torch.tensor([[0.55, 0.45], [0.9, 1.0], [0.3, 1.0]])).requires_grad_(True)
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 0.0]])
+    loss, st = rl.grpo_loss(logp, old, torch.tensor([1.0, -1.0, -1.0]), mask, epsilon=0.2, epsilon_high=0.2)
+    assert loss.item() == pytest.approx((-1.15 + 1.8 + 0.8) / 3, abs=1e-5) and st["clip_frac"] == 0.5
+    loss.backward()
+    # d(-ratio * A)/d logp = -ratio * A where not clipped, over (tokens of the row * B): -1.1 / 6 and 1.8 / 3
+    assert torch.allclose(logp.grad, torch.tensor([[-1.1 / 6, 0.0], [1.8 / 3, 0.0], [0.0, 0.0]]), atol=1e-5)
+    # rows without a record (synchronous rollouts): no behaviour log-probs
+    assert rl.behaviour_logp([dict(prompt_ids=[1], completion_ids=[2])]) is None
+
+
+def test_recorded_logp_of_the_same_weights_is_on_policy():
+    # old_logp recorded by the weights that are then trained: the ratio is 1 and the update is the on-policy one;
+    # recorded by other weights (one step stale), the update differs
+    rows = [dict(prompt_ids=[1, 2, 3], completion_ids=[4, 5, 6, 7]), dict(prompt_ids=[8], completion_ids=[9, 10])]
+    adv = torch.tensor([1.0, -2.0])
+    _, _, on_policy = _update("grpo", rows, adv)
+    torch.manual_seed(0)  # _update's model, to record with
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=2, max_position_embeddings=32)
+    same = LlamaForCausalLM(cfg)
+    rl.micro_batch_size, rl.temperature = 2, 1.0
+    recorded = [dict(r) for r in rows]
+    rl.record_behaviour_logp(same, recorded, 0)
+    assert [len(r["old_logp"]) for r in recorded] == [4, 2]
+    _, _, delta = _update("grpo", recorded, adv)
+    assert all(torch.allclose(d, o, atol=1e-6) for d, o in zip(delta, on_policy))
+    stale = [dict(r) for r in rows]
+    rl.record_behaviour_logp(LlamaForCausalLM(cfg), stale, 0)  # other weights
+    _, _, delta = _update("grpo", stale, adv)
+    assert max((d - o).abs().max().item() for d, o in zip(delta, on_policy)) > 1e-4
+
+
 def test_k3_kl():
     logp = torch.tensor([[0.0, -1.0, -2.0]])
     mask = torch.ones_like(logp)
