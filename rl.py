@@ -32,16 +32,20 @@ How this departs from GRPO as TRL implements it, and from the paper:
  - the paper's group size, learning rate, beta, epsilon, bucket width and temperature were not published;
    the defaults here are ours.
 
-Rollouts that overlap evaluation (async_rollouts=True; TRL's async GRPO; issue 13 item 6). While bench.py builds
-and times step k's kernels (on a thread that waits on bench's child processes), the main thread already generates
-step k+1's batch with the current weights theta_k, which step k's update then changes: the batch trained on at step
-k+1 was sampled by theta_k and is trained on at theta_k+1, one update stale (rollout_staleness = 1 in the log). The
+Rollouts that overlap evaluation (async_rollouts=True; TRL's async GRPO; issue 13 item 6). While bench.py compiles
+step k's new kernels (bench.build in child processes on CPU cores, driven from a thread), the main thread already
+generates step k+1's batch with the current weights theta_k; the kernels are timed (bench.evaluate_many, builds now
+cached) only once the generation is done, so no timing shares the GPU with the policy (bench times one kernel per
+GPU at a time for the same reason). Compiles are most of an evaluation (REFERENCE.md §2: 50-60 s per load_inline
+build). Step k's update then changes theta_k: the batch trained on at step k+1 was sampled by theta_k and is
+trained on at theta_k+1, one update stale (rollout_staleness = 1 in the log). The
 correction is PPO's importance ratio to the behaviour policy: right after generating, a no-grad forward of the
 generating weights records every token's log-prob (old_logp, through the same completion_logp as training), and the
 loss uses ratio = exp(logp - old_logp), logp = the training model's log-prob at update time, clipped to
 [1 - epsilon, 1 + epsilon_high] inside min(ratio * A, clip(ratio) * A): a token whose ratio has already left the
 band in the direction its advantage pushes gives no gradient (grpo_loss; clip_frac in the log counts them). With
-num_iterations > 1 the recorded old_logp serves every pass; the KL term is unchanged. The prompts of step k+1 are
+num_iterations > 1 the recorded old_logp serves every pass. The k3 KL term is taken on the stale tokens without an
+importance weight, as TRL does, so its logged value is not the on-policy estimate. The prompts of step k+1 are
 written before step k's kernels enter the database (exemplars lag one step). Every step, the last too, generates the
 next batch, which the checkpoint keeps, so --resume continues exactly. Default: synchronous (async_rollouts=False)
 until the ablation on the H200 (steps per hour and curves with and without) says otherwise.
@@ -108,7 +112,7 @@ grad_clip = 1.0
 micro_batch_size = 1
 logp_chunk_size = 512  # completion tokens per chunk of the log-prob head (memory: B x chunk x vocab fp32); 0 = all
 gradient_checkpointing = False  # recompute activations in backward: less memory, more time (scripts/rl_scale.py)
-async_rollouts = False  # generate step k+1's rollouts while step k's kernels are evaluated (docstring: staleness)
+async_rollouts = False  # generate step k+1's rollouts while step k's kernels compile (docstring: staleness)
 gen_batch_size = 32  # completions per transformers generate() call
 use_vllm = False  # sample with a colocated vLLM engine (common.load_vllm); False = transformers generate
 vllm_gpu_memory_utilization = 0.3  # the GPU memory share vLLM may take; training needs the rest
@@ -544,19 +548,30 @@ if __name__ == "__main__":
             record_behaviour_logp(model, out, tok.pad_token_id, amp)
         return out
 
+    workers = build_workers or max(1, bench.cpu_count() // world)
+    on_my_gpu = lambda: common.visible_gpu(local_rank) if world > 1 and device.startswith("cuda") else contextlib.nullcontext()
+
     def evaluate(jobs):
         """bench.evaluate_many on this rank's GPU: {key: result} for {key: (task, task_src, code)}."""
         if not jobs:
             return {}
-        workers = build_workers or max(1, bench.cpu_count() // world)
-        with common.visible_gpu(local_rank) if world > 1 and device.startswith("cuda") else contextlib.nullcontext():
+        with on_my_gpu():
             out = bench.evaluate_many(list(jobs.values()), device=device.split(":")[0], arch=arch or None,
                                       num_correct_trials=num_correct_trials, time_budget_s=time_budget_s,
                                       timeout_s=timeout_s, build_workers=workers)
         return dict(zip(jobs, out))
-    # evaluation runs on this thread while the main thread generates (async_rollouts); bench's work is in child
-    # processes, so the two overlap in wall time
-    eval_thread = concurrent.futures.ThreadPoolExecutor(1)
+
+    def prebuild(jobs):
+        """async_rollouts: compile the new kernels into bench's build cache (bench.build, child processes on CPU
+        cores, `workers` at a time) while the main thread generates; those bench's static checks flag are never
+        built, as in evaluate_many. Returns the wall seconds."""
+        t = time.time()
+        todo = [code for _, src, code in jobs.values() if not bench.static_check(code, src)]
+        with on_my_gpu(), concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda code: bench.build(code, device=device.split(":")[0], arch=arch or None,
+                                                   timeout_s=max(600.0, timeout_s)), todo))
+        return time.time() - t
+    build_thread = concurrent.futures.ThreadPoolExecutor(1)  # async_rollouts: compiles next to generation
 
     def save(rank_rngs):
         """Rank 0 only: model, optimizer, step, history, database, result cache and every rank's RNG states."""
@@ -603,11 +618,13 @@ if __name__ == "__main__":
                         todo[s["key"]] = (s["task"], tasks[s["task"]]["src"], s["code"])
             claimed = set().union(*common.ddp_gather(set(todo))[:rank])  # a collective: every rank calls it
             mine = {k: v for k, v in todo.items() if k not in claimed}
-            job = eval_thread.submit(lambda: (evaluate(mine), time.time()))
-            if async_rollouts:  # the next step's batch from the current weights, while bench evaluates this one's
+            if async_rollouts:  # the next step's batch from the current weights while this one's kernels compile
+                job = build_thread.submit(prebuild, mine)
                 pending = rollouts()  # (also at the last step: it is saved, so --resume continues exactly)
-            t_next = time.time() - t1
-            results, t_done = job.result()
+            t_next, t_build = time.time() - t1, job.result() if async_rollouts else 0.0
+            te = time.time()
+            results = evaluate(mine)  # timed on a GPU that is not generating (async: from cached builds)
+            t_eval = t_build + time.time() - te
             for part in common.ddp_gather(results):
                 cache.update(part)
             t2 = time.time()
@@ -645,7 +662,7 @@ if __name__ == "__main__":
                          advantage=float(adv[i]), truncated=s["truncated"], completion_len=len(s["completion_ids"]),
                          completion=s["text"], code=s["code"]) for i, s in enumerate(samples)]
             t_gen = (t1 - t0) + (t_next if async_rollouts else 0.0)  # generating in this step (async: the next batch)
-            gathered = common.ddp_gather(dict(recs=recs, stats=stats, t=(t_gen, t_done - t1, t3 - t2),
+            gathered = common.ddp_gather(dict(recs=recs, stats=stats, t=(t_gen, t_eval, t3 - t2),
                                               new=len(mine), psum=common.param_checksum(model) if world > 1 else None))
             step += 1
             if master:
