@@ -536,7 +536,8 @@ if __name__ == "__main__":
         prompts = []
         for n in names:
             ex = sample_exemplars(db[n], num_exemplars, rank_rng, exemplar_sampling, delta_s, tau)
-            prompts.append(common.contrastive_prompt(tasks[n]["src"], [(e["code"], e["speedup"]) for e in ex], gpu_name))
+            prompts.append(common.contrastive_prompt(tasks[n]["src"], [(e["code"], e["speedup"]) for e in ex],
+                                                     gpu_name))
         if llm is not None:
             out = common.vllm_generate(llm, tok, prompts, num_generations, max_completion_length, temperature, top_p)
         else:
@@ -549,7 +550,8 @@ if __name__ == "__main__":
         return out
 
     workers = build_workers or max(1, bench.cpu_count() // world)
-    on_my_gpu = lambda: common.visible_gpu(local_rank) if world > 1 and device.startswith("cuda") else contextlib.nullcontext()
+    on_my_gpu = lambda: (common.visible_gpu(local_rank) if world > 1 and device.startswith("cuda")
+                         else contextlib.nullcontext())  # bench's children see this rank's GPU only
 
     def evaluate(jobs):
         """bench.evaluate_many on this rank's GPU: {key: result} for {key: (task, task_src, code)}."""
@@ -602,8 +604,8 @@ if __name__ == "__main__":
     try:
         while step < max_steps:
             t0 = time.time()
-            # 1-2. prompts and rollouts; with async_rollouts this batch was generated during the previous step's
-            # evaluation, by the weights before the previous update (staleness 1: see the docstring)
+            # 1-2. prompts and rollouts; with async_rollouts this batch was generated while the previous step's
+            # kernels compiled, by the weights before the previous update (staleness 1: see the docstring)
             staleness = 0 if pending is None else 1
             samples = pending if pending is not None else rollouts()
             pending = None

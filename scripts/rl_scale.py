@@ -13,9 +13,10 @@ max_completion_length tokens (min_new_tokens: EOS cannot end it), then rl.grpo_u
 advantages; loss_type grpo, beta 0 so no reference model, as rl.py's defaults; float32 weights and AdamW, bf16
 autocast) with rl.completion_logp's chunked head. Models: transformers' Qwen2Config with the Qwen2.5 dimensions of
 scripts/sft_speed.py (151,936-token vocabulary), random weights; the tokenizer is a byte-level BPE trained here on
-the project's kernel files (sft.train_tokenizer, tokens of at most 6 characters: about 4 characters per token, near
-what Qwen's tokenizer gives on code), so nothing is downloaded; prompt lengths are printed. Generation runs once per model (it does not depend on
-the training settings), in float32 as rl.py does today (gen_dtype=bfloat16 measures autocast instead).
+the project's kernel files (sft.train_tokenizer, tokens of at most 6 characters: about 4 characters per token,
+near what Qwen's tokenizer gives on code), so nothing is downloaded; prompt lengths are printed. Generation runs once
+per model (it does not depend on the training settings), in float32 as rl.py does today (gen_dtype=bfloat16
+measures autocast instead).
 
 One JSON line per (model, micro_batch_size, gradient_checkpointing): gen_s, gen_tokens_per_s (completion tokens /
 s), gen_peak_gib, train_s (the last of train_steps updates; the first allocates AdamW's state), train_tokens_per_s
@@ -110,7 +111,8 @@ if __name__ == "__main__":
     gen_amp = torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda and gen_dtype == "bfloat16")
     # rl.py's settings for grpo_update (module globals there)
     rl.loss_type, rl.num_iterations, rl.beta, rl.temperature, rl.grad_clip = "grpo", 1, 0.0, 1.0, 1.0
-    rl.epsilon, rl.epsilon_high, rl.max_completion_length, rl.logp_chunk_size = 0.2, 0.2, max_completion_length, logp_chunk_size
+    rl.epsilon, rl.epsilon_high, rl.max_completion_length = 0.2, 0.2, max_completion_length
+    rl.logp_chunk_size = logp_chunk_size
     results = []
     for name in models.split(","):
         torch.manual_seed(seed)

@@ -320,9 +320,11 @@ def test_extract_code_format_errors(text, reason):
     assert code is None and reason in err
 
 
-MODULE = "import torch\nfrom torch.utils.cpp_extension import load_inline\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+MODULE = ("import torch\nfrom torch.utils.cpp_extension import load_inline\n\n"
+          "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n")
 CPP = '#include <torch/extension.h>\n__global__ void k(float* x) { x[0] = 1.0f; }\n'
-HEAD = "## Performance Analysis\nThe reference is memory bound.\n\n## Algorithm Design\nFuse the ops.\n\n## Code Implementation\n"
+HEAD = ("## Performance Analysis\nThe reference is memory bound.\n\n## Algorithm Design\nFuse the ops.\n\n"
+        "## Code Implementation\n")
 
 
 @pytest.mark.parametrize("name,answer", [
