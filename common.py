@@ -152,7 +152,8 @@ def write_json_atomic(path, obj):
 # -----------------------------------------------------------------------------
 # Prompts. CUDA-L1 §3 (REFERENCE.md §1.3): the contrastive prompt holds the task, the reference code and N earlier
 # kernels each with its measured speedup; the answer has three sections that start with "## "; the prompt forbids
-# caching results across calls and changing hyperparameters. The exact wording was not published; this is ours.
+# caching results across calls and changing hyperparameters. Table 3 of the paper shows its structure; the exact
+# wording here is ours.
 
 SECTIONS = ("## Performance Analysis", "## Algorithm Design", "## Code Implementation")
 
@@ -169,6 +170,14 @@ _RULES = (
     "2. Do not change the hyperparameters of the task (batch size, dimensions, dtypes), nor get_inputs or "
     "get_init_inputs.\n"
 )
+_REQUIREMENTS = (
+    "Requirements:\n"
+    "1. The code must build and run as written on current GPUs (it is timed on the {gpu_name}): a module that does "
+    "not compile, or crashes, earns nothing.\n"
+    "2. ModelNew must compute what Model computes: an output that does not match the reference scores zero, however "
+    "fast it is.\n"
+    "3. The Code Implementation section holds one complete Python module, not a fragment or a diff.\n"
+)
 _ANSWER = (
     "Answer in exactly three sections, in this order, each starting with '## ':\n"
     "## Performance Analysis\n{analysis_hint}\n"
@@ -184,17 +193,24 @@ def stage1_prompt(task_src, gpu_name="NVIDIA A100"):
 
 
 def contrastive_prompt(task_src, exemplars, gpu_name="NVIDIA A100"):
-    """The CUDA-L1 stage-3 prompt. exemplars: list of (code, speedup_x) pairs, speedup = t_ref / t_kernel (x)."""
+    """The CUDA-L1 stage-3 prompt. exemplars: list of (code, speedup_x) pairs, speedup = t_ref / t_kernel (x).
+    Carries every element of the paper's Table 3 in our words (REFERENCE.md §1.3; issue 13): the task and reference,
+    the exemplars with their speedups, the five analysis questions (which is fastest and why, what limits them,
+    unused techniques, which strategies hold the most potential, where the largest remaining opportunity lies), the
+    requirements (builds and runs on current GPUs, a mismatch scores zero, a complete module), the two restrictions,
+    and the three "## " sections."""
     parts = [_TASK.format(gpu_name=gpu_name), "\nReference implementation:\n```python\n", task_src.strip(), "\n```\n\n"]
     if exemplars:
         parts.append("Earlier implementations with their measured speedups over the reference (higher is faster):\n\n")
         for i, (code, speedup) in enumerate(exemplars, 1):
             parts.append(f"Implementation {i} (speedup {speedup:.2f}x):\n```python\n{code.strip()}\n```\n\n")
-        hint = ("Compare the implementations above: which is faster and why, what limits them, and which "
-                "techniques none of them uses yet.")
+        hint = ("Compare the implementations above and answer, in this order: (1) which one is fastest, and why; "
+                "(2) which bottlenecks limit each of them; (3) which optimisation techniques none of them uses yet; "
+                "(4) which strategies hold the most potential for a further speedup; (5) where the largest remaining "
+                "opportunity lies.")
     else:
         hint = "The bottlenecks of the reference and how to remove them."
-    parts += [_RULES, "\n", _ANSWER.format(analysis_hint=hint)]
+    parts += [_REQUIREMENTS.format(gpu_name=gpu_name), "\n", _RULES, "\n", _ANSWER.format(analysis_hint=hint)]
     return "".join(parts)
 
 
@@ -204,15 +220,39 @@ def format_response(analysis, design, code):
             f"{SECTIONS[2]}\n```python\n{code.strip()}\n```\n")
 
 
-_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*([^`\s]*)[^`]*$")  # CommonMark: info string without backticks
+PYTHON_TAGS = ("python", "py", "python3", "py3", "")  # fence info strings (lower case) that may hold the module
+
+
+def fenced_blocks(text):
+    """The closed fenced code blocks of a Markdown text, in order: [(lang, code)], lang = the first word of the info
+    string in lower case ("" when there is none). CommonMark rules: a line of 3+ backticks (or tildes), indented by at
+    most 3 spaces, opens a block; only a line of at least as many of the same character, and nothing else, closes it,
+    so prose between two blocks is never inside one. A block still open at the end of the text is dropped."""
+    blocks, fence, lang, buf = [], None, "", []
+    for line in text.splitlines():
+        if fence is None:
+            m = _FENCE_OPEN.match(line)
+            if m:
+                fence, lang, buf = m.group(1), m.group(2).lower(), []
+        elif re.match(r"^ {0,3}" + re.escape(fence[0]) + "{%d,}[ \t]*$" % len(fence), line):
+            blocks.append((lang, "\n".join(buf)))
+            fence = None
+        else:
+            buf.append(line)
+    return blocks
 
 
 def extract_code(completion):
     """Code of the `## Code Implementation` section of an answer.
 
     Returns (code, None) on success or (None, reason) for a format error: a missing or out-of-order section, no
-    fenced code block after the last header, or code that does not define ModelNew. CUDA-L1 §3: an answer that
-    breaks the format earns the failure reward (rl.py counts it as a format error).
+    closed fenced block after the last header, or no Python block that defines ModelNew. The code is the Python
+    module defining `class ModelNew`, wherever it sits among the section's blocks: answers as LLMs write them put a
+    ```cpp / ```cuda block with the kernel source first, tag the module ```Python, ```py or not at all, add shell
+    lines or a usage snippet, with prose between (issue 13). Blocks tagged with another language are never taken;
+    among several Python blocks defining ModelNew the longest wins (drafts come before the full module). CUDA-L1 §3: an
+    answer that breaks the format earns the failure reward (rl.py counts it as a format error).
     """
     pos = []
     for h in SECTIONS:
@@ -222,13 +262,13 @@ def extract_code(completion):
         pos.append(m.start())
     if pos != sorted(pos):
         return None, "sections out of order"
-    blocks = _FENCE.findall(completion[pos[2]:])
+    blocks = [code for lang, code in fenced_blocks(completion[pos[2]:]) if lang in PYTHON_TAGS]
     if not blocks:
         return None, "no ```python block in the Code Implementation section"
-    code = max(blocks, key=len)  # the module; smaller blocks are usually usage snippets
-    if not re.search(r"^class\s+ModelNew\b", code, re.M):
+    modules = [code for code in blocks if re.search(r"^class\s+ModelNew\b", code, re.M)]
+    if not modules:
         return None, "the code does not define class ModelNew"
-    return code.strip() + "\n", None
+    return max(modules, key=len).strip() + "\n", None
 
 
 def parse_variant(src):
@@ -265,6 +305,70 @@ def load_model(name_or_path, device="cpu", dtype="float32"):
     return model.to(device), tok
 
 
+def enable_checkpointing(model):
+    """Non-reentrant activation checkpointing (works under DDP), through the API this transformers version has
+    (activation_checkpointing_enable in recent 5.x, where gradient_checkpointing_enable is a deprecated alias).
+    Active in train mode only; generate() (eval mode, use_cache=True) is unaffected."""
+    model.config.use_cache = False
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def _head_logp(h, lm_head, targets, temp):
+    """Log-prob of each target token and the entropy of each position's distribution, from the last hidden states.
+    h: (B, c, H); targets: (B, c). Returns logp (B, c), entropy (B, c) (no gradient). log p = logit - logsumexp, so
+    only this chunk's (B, c, V) fp32 logits ever exist."""
+    import torch
+    logits = lm_head(h).float() / temp  # (B, c, V)
+    lse = torch.logsumexp(logits, dim=-1)  # (B, c)
+    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
+    with torch.no_grad():
+        ent = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)  # -sum p log p
+    return logp, ent
+
+
+def completion_logp(model, rows, pad_id, temp, chunk_size=512):
+    """Per-token log-probs (and entropies) of completions under `model`. rows: dicts with prompt_ids and
+    completion_ids (lists). Returns logp, entropy, mask, each (B, C) with C = longest completion; prompts are
+    left-padded and position ids follow the attention mask, as in generate().
+
+    Memory (issue 13): the decoder runs once; the LM head, logsumexp and the chosen token's logit then go over the
+    completion in chunks of chunk_size tokens (rl.py's logp_chunk_size; 0 = one chunk), and with gradients each
+    chunk is checkpointed (its logits are recomputed in backward), so no full-vocabulary fp32 tensor is ever held:
+    B x chunk_size x V floats at a time instead of B x C x V (2.5 GB per 4k-token row at Qwen's 152k vocabulary,
+    several times over with the log-softmax and entropy). Equal to the full log-softmax within 1e-5, gradients too
+    (tests/test_rl.py; rl.py uses it as rl.completion_logp). Needs a plain output-embedding head (Llama, Qwen2...):
+    a model with a final logit softcap is refused with ValueError."""
+    import torch
+    import torch.utils.checkpoint
+    if getattr(model.config, "final_logit_softcapping", None):
+        raise ValueError("completion_logp: models with final_logit_softcapping are not supported")
+    dev = next(model.parameters()).device
+    P = max(len(r["prompt_ids"]) for r in rows)
+    C = max(len(r["completion_ids"]) for r in rows)
+    ids = torch.full((len(rows), P + C), pad_id, dtype=torch.long)
+    att = torch.zeros_like(ids)
+    for i, r in enumerate(rows):
+        p, c = r["prompt_ids"], r["completion_ids"]
+        ids[i, P - len(p):P + len(c)] = torch.tensor(p + c)
+        att[i, P - len(p):P + len(c)] = 1
+    ids, att = ids.to(dev), att.to(dev)
+    pos = (att.cumsum(-1) - 1).clamp(min=0)
+    h = model.get_decoder()(input_ids=ids, attention_mask=att, position_ids=pos).last_hidden_state[:, P - 1:P + C - 1]
+    head, targets, step = model.get_output_embeddings(), ids[:, P:], chunk_size or C  # h: (B, C, H)
+    parts = []
+    for j in range(0, C, step):
+        args = (h[:, j:j + step], head, targets[:, j:j + step], temp)
+        if torch.is_grad_enabled() and h.requires_grad:
+            parts.append(torch.utils.checkpoint.checkpoint(_head_logp, *args, use_reentrant=False))
+        else:
+            parts.append(_head_logp(*args))
+    logp, ent = (torch.cat(x, dim=1) for x in zip(*parts))
+    return logp, ent, att[:, P:].float()
+
+
 def render_prompt(tok, prompt):
     """Prompt text as the model should see it: through the chat template when the tokenizer has one."""
     if getattr(tok, "chat_template", None):
@@ -286,11 +390,14 @@ def encode_example(tok, prompt, response, max_len):
     return p + r, [0] * len(p) + [1] * len(r)
 
 
-def generate(model, tok, prompts, num_generations, max_new_tokens, temperature=1.0, top_p=1.0, batch_size=16):
+def generate(model, tok, prompts, num_generations, max_new_tokens, temperature=1.0, top_p=1.0, batch_size=16,
+             **generate_kwargs):
     """Sample `num_generations` completions for each prompt with transformers' generate.
 
     Yields dicts (one per completion, grouped by prompt, in order) with prompt_ids, completion_ids (list of int,
-    ending with EOS unless truncated), text and truncated (bool: no EOS within max_new_tokens).
+    ending with EOS unless truncated), text and truncated (bool: no EOS within max_new_tokens). generate_kwargs go
+    to model.generate (scripts/rl_scale.py forces full-length rollouts with min_new_tokens). The KV cache is always
+    on, also when activation checkpointing turned the model's use_cache off for training.
     """
     import torch
     device = next(model.parameters()).device
@@ -304,7 +411,7 @@ def generate(model, tok, prompts, num_generations, max_new_tokens, temperature=1
         with torch.no_grad():
             out = model.generate(**enc, do_sample=temperature > 0, temperature=max(temperature, 1e-5), top_p=top_p,
                                  max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id,
-                                 eos_token_id=tok.eos_token_id)
+                                 eos_token_id=tok.eos_token_id, use_cache=True, **generate_kwargs)
         for row in range(out.shape[0]):
             prompt_ids = enc["input_ids"][row][enc["attention_mask"][row].bool()].tolist()
             comp = out[row, enc["input_ids"].shape[1]:].tolist()

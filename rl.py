@@ -13,19 +13,42 @@ One step, read top to bottom in the loop at the end of this file:
  3. take the code from each answer's "## Code Implementation" section and evaluate every distinct kernel with
     bench.py (built in parallel, timed one at a time, each in its own process);
  4. reward = measured speedup for a correct kernel, failure_reward for anything else (format error, compile
-    error, crash, wrong output, a flagged hack); normalise over the batch and clip to [-reward_clip, reward_clip]
-    as the paper does, then group-normalised advantages as in GRPO;
+    error, crash, wrong output, a flagged hack); normalise and clip to [-reward_clip, reward_clip] as the paper
+    does, over the whole batch (reward_norm="batch") or within each prompt's group ("group"), then group-normalised
+    advantages as in GRPO. With scale_rewards="group" the two differ only through the clip (standardising a group
+    undoes any affine map of its rewards). The paper does not say over which set it normalises; the default stays
+    "batch" (the behaviour before issue 13) until the ablation scripts/ablate_reward_norm.sh (the tiny preset with
+    each, from the same prepared data and SFT model) is run on the H200 and the default is chosen from its curves;
  5. one GRPO update per generated batch (num_iterations of them), log-probs recomputed by the training model;
  6. every correct kernel goes into the task's exemplar database, so later prompts show better exemplars.
 
 How this departs from GRPO as TRL implements it, and from the paper:
- - rewards go through the paper's batch normalise-and-clip before the group advantage (TRL has no such step);
+ - rewards go through the paper's normalise-and-clip before the group advantage (TRL has no such step; its
+   scale_rewards, kept here with the same meaning, only picks the std that divides the advantage);
  - an identical kernel (same task, same source) is measured once per run and its result reused: the reward is a
    property of the kernel, and re-timing every duplicate sample would make the loop evaluation-bound;
  - no LLM judge for hacks (the paper's DeepSeek-R1 judge): bench.py's checks flag hacks, which earn the failure
    reward and are logged to hacks.jsonl;
  - the paper's group size, learning rate, beta, epsilon, bucket width and temperature were not published;
    the defaults here are ours.
+
+Rollouts that overlap evaluation (async_rollouts=True; TRL's async GRPO; issue 13 item 6). While bench.py compiles
+step k's new kernels (bench.build in child processes on CPU cores, driven from a thread), the main thread already
+generates step k+1's batch with the current weights theta_k; the kernels are timed (bench.evaluate_many, builds now
+cached) only once the generation is done, so no timing shares the GPU with the policy (bench times one kernel per
+GPU at a time for the same reason). Compiles are most of an evaluation (REFERENCE.md §2: 50-60 s per load_inline
+build). Step k's update then changes theta_k: the batch trained on at step k+1 was sampled by theta_k and is
+trained on at theta_k+1, one update stale (rollout_staleness = 1 in the log). The
+correction is PPO's importance ratio to the behaviour policy: right after generating, a no-grad forward of the
+generating weights records every token's log-prob (old_logp, through the same completion_logp as training), and the
+loss uses ratio = exp(logp - old_logp), logp = the training model's log-prob at update time, clipped to
+[1 - epsilon, 1 + epsilon_high] inside min(ratio * A, clip(ratio) * A): a token whose ratio has already left the
+band in the direction its advantage pushes gives no gradient (grpo_loss; clip_frac in the log counts them). With
+num_iterations > 1 the recorded old_logp serves every pass. The k3 KL term is taken on the stale tokens without an
+importance weight, as TRL does, so its logged value is not the on-policy estimate. The prompts of step k+1 are
+written before step k's kernels enter the database (exemplars lag one step). Every step, the last too, generates the
+next batch, which the checkpoint keeps, so --resume continues exactly. Default: synchronous (async_rollouts=False)
+until the ablation on the H200 (steps per hour and curves with and without) says otherwise.
 
 Many GPUs (torchrun, issue 4): every rank holds the whole model, generates and evaluates num_prompts / world_size
 prompts on its own GPU, and gradients are summed over the ranks (the loss is divided by the totals of the whole
@@ -35,6 +58,7 @@ cache and the exemplar database are merged across ranks every step (all_gather_o
 is evaluated once. Only rank 0 writes logs and checkpoints. prepare.py / sft.py / evaluate.py, when chained by
 the presets, run on rank 0 alone while the others wait.
 """
+import concurrent.futures
 import contextlib
 import hashlib
 import math
@@ -74,7 +98,8 @@ scale_rewards = "group"  # group | batch | none
 mask_truncated_completions = True
 # reward (CUDA-L1 §3)
 failure_reward = 0.0
-reward_clip = 1.5  # normalise rewards over the batch, then clip to +-reward_clip; 0 disables
+reward_clip = 1.5  # normalise rewards (over reward_norm's set), then clip to +-reward_clip; 0 disables
+reward_norm = "batch"  # batch | group: normalise-and-clip over the whole batch or each prompt's group (issue 13)
 # exemplars (CUDA-L1 §3: bucket sampling)
 num_exemplars = 2
 exemplar_sampling = "bucket"  # bucket | random
@@ -85,6 +110,9 @@ lr = 1e-6
 weight_decay = 0.0
 grad_clip = 1.0
 micro_batch_size = 1
+logp_chunk_size = 512  # completion tokens per chunk of the log-prob head (memory: B x chunk x vocab fp32); 0 = all
+gradient_checkpointing = False  # recompute activations in backward: less memory, more time (scripts/rl_scale.py)
+async_rollouts = False  # generate step k+1's rollouts while step k's kernels compile (docstring: staleness)
 gen_batch_size = 32  # completions per transformers generate() call
 use_vllm = False  # sample with a colocated vLLM engine (common.load_vllm); False = transformers generate
 vllm_gpu_memory_utilization = 0.3  # the GPU memory share vLLM may take; training needs the rest
@@ -116,7 +144,8 @@ def sample_exemplars(entries, n, rng, method="bucket", width=0.25, temp=1.0):
     """Pick n kernels from a task's database entries [{code, speedup, ...}] for the contrastive prompt.
 
     bucket (CUDA-L1 §3): group kernels into speedup buckets of width `width`; choose n distinct buckets with
-    P(B_i) proportional to exp((mean_i - mu) / temp), mu = mean of the bucket means, drawn without replacement;
+    P(B_i) proportional to exp((mean_i - mu) / temp), mu = mean of the bucket means, drawn without replacement
+    (computed as exp((mean_i - max) / temp), the same distribution without overflow);
     one kernel uniformly inside each chosen bucket. Fallbacks (documented, not in the paper): with n or fewer
     kernels all are used (a task with one successful kernel gets a one-exemplar prompt, a task with none the
     prompt without exemplars, i.e. the stage-1 prompt, until RL finds a correct kernel); with fewer buckets than n, one kernel from each bucket and the rest uniformly from the
@@ -138,27 +167,39 @@ def sample_exemplars(entries, n, rng, method="bucket", width=0.25, temp=1.0):
         rest = [e for e in entries if all(e is not p for p in picked)]
         return picked + rng.sample(rest, n - len(picked))
     means = [sum(e["speedup"] for e in buckets[k]) / len(buckets[k]) for k in keys]
-    mu = sum(means) / len(means)
-    weights = [math.exp((m - mu) / temp) for m in means]
-    chosen = []
-    for _ in range(n):
-        i = rng.choices(range(len(keys)), weights=weights)[0]
+    chosen, left = [], list(range(len(keys)))
+    for _ in range(n):  # distinct buckets: each draw is a softmax over the buckets not chosen yet
+        top = max(means[i] for i in left)
+        # exp((m - top) / temp) is exp((m - mu) / temp) times a constant: the same probabilities, but no overflow for
+        # widely spread buckets at a low temp (1x and 1000x at temp=0.01; issue 13), and the largest weight is 1
+        i = rng.choices(left, weights=[math.exp((means[j] - top) / temp) for j in left])[0]
         chosen.append(rng.choice(buckets[keys[i]]))
-        weights[i] = 0.0  # distinct buckets
+        left.remove(i)
     return chosen
 
 
-def normalise_rewards(r, clip):
-    """CUDA-L1 §3: (r - mean) / std over the batch, clipped to [-clip, clip]. r: (N,). clip=0 returns r."""
+def normalise_rewards(r, clip, over="batch", G=1):
+    """CUDA-L1 §3: (r - mean) / std (population std), clipped to [-clip, clip]. r: (N,), grouped by prompt in
+    consecutive runs of G. over="batch": one mean and std for the whole batch (all tasks mixed); over="group": per
+    prompt's group, so that a task whose samples all run 4.5-5.5x next to failing tasks keeps its ordering instead of
+    clipping to clip everywhere (issue 13; the paper does not say over which set). A group of equal rewards gives 0.
+    clip=0 returns r. Raises ValueError for another `over`."""
+    if over not in ("batch", "group"):
+        raise ValueError(f"unknown reward_norm {over!r}: batch | group")
     if clip <= 0:
         return r
-    return ((r - r.mean()) / (r.std(unbiased=False) + 1e-8)).clamp(-clip, clip)
+    x = r.view(-1, G) if over == "group" else r.view(1, -1)  # (groups, G) or (1, N)
+    z = (x - x.mean(dim=1, keepdim=True)) / (x.std(dim=1, unbiased=False, keepdim=True) + 1e-8)
+    return z.clamp(-clip, clip).reshape(-1)
 
 
 def group_advantages(r, G, scale="group"):
     """GRPO advantages. r: (N,) rewards, N = num_prompts * G, grouped by prompt. Returns (N,).
     A_i = r_i - mean_group; divided by the group std + 1e-4 (scale="group"), the batch std + 1e-4 ("batch"),
-    or not at all ("none", Dr. GRPO). std with Bessel's correction, as TRL. A group of equal rewards gets 0."""
+    or not at all ("none", Dr. GRPO). std with Bessel's correction, as TRL. A group of equal rewards gets 0, and so
+    does every sample when G = 1 (nothing to compare with; the std of one value would be NaN, issue 13)."""
+    if G == 1:
+        return torch.zeros_like(r)
     g = r.view(-1, G)
     a = g - g.mean(dim=1, keepdim=True)
     if scale == "group":
@@ -210,27 +251,33 @@ def grpo_loss(logp, old_logp, advantages, mask, ref_logp=None, beta=0.0, epsilon
     return loss, dict(kl=((kl * m).sum() / n).item(), clip_frac=((clipped.float() * m).sum() / n).item())
 
 
-def completion_logp(model, rows, pad_id, temp):
-    """Per-token log-probs (and entropies) of completions under `model`. rows: dicts with prompt_ids and
-    completion_ids (lists). Returns logp, entropy, mask, each (B, C) with C = longest completion; prompts are
-    left-padded and position ids follow the attention mask, as in generate()."""
-    dev = next(model.parameters()).device
-    P = max(len(r["prompt_ids"]) for r in rows)
+completion_logp = common.completion_logp  # (B, C) log-probs, entropies, mask of completions (chunked head)
+
+
+def record_behaviour_logp(model, samples, pad_id, amp=contextlib.nullcontext()):
+    """async_rollouts: store in each sample old_logp, a list of one float per completion token: its log-prob under
+    `model` as it is now, i.e. under the weights that just generated it (the behaviour policy). A no-grad forward
+    through completion_logp, micro_batch_size rows at a time: the code path of the training log-probs, so with no
+    update in between the importance ratio is 1 up to float rounding (padding differs between the two batchings)."""
+    with torch.no_grad(), amp:
+        for i in range(0, len(samples), micro_batch_size):
+            rows = samples[i:i + micro_batch_size]
+            logp = completion_logp(model, rows, pad_id, temperature, logp_chunk_size)[0].float().cpu()  # (b, C)
+            for r, lp in zip(rows, logp):
+                r["old_logp"] = lp[:len(r["completion_ids"])].tolist()
+
+
+def behaviour_logp(rows, device="cpu"):
+    """The rows' recorded old_logp as a (B, C) tensor laid out like completion_logp's output (C = longest
+    completion, zeros where the mask is 0), or None unless every row has one (synchronous rollouts)."""
+    if not rows or any("old_logp" not in r for r in rows):
+        return None
     C = max(len(r["completion_ids"]) for r in rows)
-    ids = torch.full((len(rows), P + C), pad_id, dtype=torch.long)
-    att = torch.zeros_like(ids)
+    out = torch.zeros(len(rows), C)
     for i, r in enumerate(rows):
-        p, c = r["prompt_ids"], r["completion_ids"]
-        ids[i, P - len(p):P + len(c)] = torch.tensor(p + c)
-        att[i, P - len(p):P + len(c)] = 1
-    ids, att = ids.to(dev), att.to(dev)
-    pos = (att.cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=ids, attention_mask=att, position_ids=pos).logits[:, P - 1:P + C - 1].float() / temp
-    lsm = torch.log_softmax(logits, dim=-1)  # (B, C, V)
-    logp = lsm.gather(-1, ids[:, P:].unsqueeze(-1)).squeeze(-1)  # (B, C)
-    with torch.no_grad():
-        ent = -(lsm.exp() * lsm).sum(-1)
-    return logp, ent, att[:, P:].float()
+        assert len(r["old_logp"]) == len(r["completion_ids"]), "old_logp must have one value per completion token"
+        out[i, :len(r["old_logp"])] = torch.tensor(r["old_logp"])
+    return out.to(device)
 
 
 def run_stage(script, argv, extra=()):
@@ -267,39 +314,51 @@ def load_database(out_dir, task_names):
     return db, cache
 
 
-def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nullcontext(), world=1):
+def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nullcontext(), world=1, num_masked=0):
     """One GRPO update (num_iterations optimizer steps) on this rank's completions; hyperparameters are this module's
     config globals (beta, epsilon, epsilon_high, loss_type, micro_batch_size, temperature, grad_clip...).
 
-    rows: dicts with prompt_ids and completion_ids (lists of token ids); row_adv: (len(rows),) advantages. Under
-    torchrun each rank passes its own rows: the loss is divided by the sequence and token totals of all ranks and
-    the gradients summed over ranks (common.ddp_all_reduce_grads), so every rank makes the update one process would
-    make on the whole batch (bnpo, a per-micro-batch mean as in TRL, averages the micro-batches of all ranks).
-    Log-probs always come from `model` itself, whatever sampled the completions. Returns (stats, n_rows): stats =
+    rows: dicts with prompt_ids and completion_ids (lists of token ids); row_adv: (len(rows),) advantages.
+    num_masked: this rank's completions left out of the loss (truncated, with mask_truncated_completions): as in TRL,
+    where their tokens are masked, they still count in the number of sequences B that grpo and dr_grpo divide by, so
+    the step size does not grow with the truncation rate (issue 13); they are not run through the model.
+    Under torchrun each rank passes its own rows: the loss is divided by the totals of all ranks (sequences, tokens,
+    and for bnpo micro-batches) and the gradients summed over ranks (common.ddp_all_reduce_grads), so every rank makes
+    the update one process would make on the whole batch, also with unequal ranks or a rank without rows (bnpo, a
+    mean of per-micro-batch token means as in TRL, depends on where the micro-batches are cut: with micro_batch_size=1
+    or rank sizes that are multiples of it the cuts are those of one process; dapo is the cut-free token mean).
+    Log-probs always come from `model` itself, whatever sampled the completions; old_logp, the denominator of the
+    ratio, is each row's recorded "old_logp" when every row of a micro-batch has one (async_rollouts: the weights
+    that generated it), else the model's own log-probs before the first pass. Returns (stats, n_rows): stats =
     this rank's share of {loss, kl, clip_frac, entropy} (the shares of all ranks add up to the batch values), and
-    n_rows = completions in the whole batch (0: no update was made).
+    n_rows = completions trained on in the whole batch (0: no update was made).
     """
-    n_rows, n_tokens = map(sum, zip(*common.ddp_gather((len(rows), sum(len(s["completion_ids"]) for s in rows)))))
     chunks = [list(range(i, min(i + micro_batch_size, len(rows)))) for i in range(0, len(rows), micro_batch_size)]
+    n_rows, n_tokens, n_chunks, n_seq = map(sum, zip(*common.ddp_gather(
+        (len(rows), sum(len(s["completion_ids"]) for s in rows), len(chunks), len(rows) + num_masked))))
     old, ref = {}, {}
+    dev = next(model.parameters()).device
     with torch.no_grad(), amp:
         for c in chunks:
-            if num_iterations > 1:
-                old[c[0]] = completion_logp(model, [rows[i] for i in c], pad_id, temperature)[0]
+            recorded = behaviour_logp([rows[i] for i in c], dev)  # async_rollouts: the generating weights' log-probs
+            if recorded is not None:
+                old[c[0]] = recorded
+            elif num_iterations > 1:
+                old[c[0]] = completion_logp(model, [rows[i] for i in c], pad_id, temperature, logp_chunk_size)[0]
             if ref_model is not None:
-                ref[c[0]] = completion_logp(ref_model, [rows[i] for i in c], pad_id, temperature)[0]
+                ref[c[0]] = completion_logp(ref_model, [rows[i] for i in c], pad_id, temperature, logp_chunk_size)[0]
     stats = dict(kl=0.0, clip_frac=0.0, entropy=0.0, loss=0.0)
     for _ in range(num_iterations if n_rows else 0):
         for c in chunks:
             with amp:
-                logp, ent, m = completion_logp(model, [rows[i] for i in c], pad_id, temperature)
+                logp, ent, m = completion_logp(model, [rows[i] for i in c], pad_id, temperature, logp_chunk_size)
                 loss, sts = grpo_loss(logp, old.get(c[0], logp.detach()), row_adv[c].to(logp.device), m,
                                       ref_logp=ref.get(c[0]), beta=beta, epsilon=epsilon,
                                       epsilon_high=epsilon_high, loss_type=loss_type,
                                       max_completion_length=max_completion_length,
-                                      num_sequences=n_rows, num_tokens=n_tokens)
-                if loss_type == "bnpo":  # a per-micro-batch token mean (as TRL): average the shares
-                    loss = loss / (len(chunks) * world)
+                                      num_sequences=n_seq, num_tokens=n_tokens)
+                if loss_type == "bnpo":  # a per-micro-batch token mean (as TRL): the mean over all ranks' micro-batches
+                    loss = loss / n_chunks
             loss.backward()
             w = len(c) / n_rows / num_iterations
             stats["loss"] += loss.item() / num_iterations
@@ -368,6 +427,7 @@ if __name__ == "__main__":
     import bench
     common.configure(globals())
     for key, ok in (("loss_type", ("grpo", "bnpo", "dr_grpo", "dapo")), ("scale_rewards", ("group", "batch", "none")),
+                    ("reward_norm", ("batch", "group")),
                     ("exemplar_sampling", ("bucket", "random")), ("split", ("train", "eval", "all"))):
         if globals()[key] not in ok:
             sys.exit(f"error: --{key}={globals()[key]!r}; choose one of {', '.join(ok)}")
@@ -427,8 +487,10 @@ if __name__ == "__main__":
     except RuntimeError as e:
         raise SystemExit(f"error: {e}")
     model.train()
+    if gradient_checkpointing:
+        common.enable_checkpointing(model)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.99))
-    step, history = 0, []
+    step, history, pending = 0, [], None  # pending: the next step's batch, generated ahead (async_rollouts)
     if resuming:
         opt.load_state_dict(st["opt"])
         step, history, db, cache = st["step"], st["history"], st["db"], {**cache, **st["cache"]}
@@ -439,6 +501,7 @@ if __name__ == "__main__":
             torch.set_rng_state(rs["torch"])
             if rs["cuda"] is not None and device.startswith("cuda"):
                 torch.cuda.set_rng_state(rs["cuda"])
+            pending = rs.get("pending")  # the batch an async run had generated for this step
         else:  # another world size, or a Ctrl-C checkpoint of a torchrun: fresh per-rank streams
             print(f"rank {rank}: checkpoint has no RNG state for {world} rank(s): reseeding")
             rank_rng.seed(seed + 1 + rank + 1000 * step)
@@ -459,8 +522,58 @@ if __name__ == "__main__":
               f"rollouts by {'vLLM' if llm else 'transformers'}")
 
     def rng_state():
+        """This rank's RNG states, and (async_rollouts) the batch generated for the next step, saved with them."""
         return dict(py=rank_rng.getstate(), torch=torch.get_rng_state(),
-                    cuda=torch.cuda.get_rng_state() if device.startswith("cuda") else None)
+                    cuda=torch.cuda.get_rng_state() if device.startswith("cuda") else None, pending=pending)
+
+    def rollouts():
+        """Steps 1-2 of the docstring: this step's prompts (the same task list on every rank from the shared rng,
+        this rank's slice) and num_generations samples each, every sample with its task; with async_rollouts also
+        old_logp, the generating weights' log-probs of its tokens (behaviour_logp)."""
+        names = rng.sample(train_tasks, min(num_prompts, len(train_tasks)))
+        names += rng.choices(train_tasks, k=num_prompts - len(names))  # fewer tasks than prompts: repeat
+        names = names[rank * k_local:(rank + 1) * k_local]
+        prompts = []
+        for n in names:
+            ex = sample_exemplars(db[n], num_exemplars, rank_rng, exemplar_sampling, delta_s, tau)
+            prompts.append(common.contrastive_prompt(tasks[n]["src"], [(e["code"], e["speedup"]) for e in ex],
+                                                     gpu_name))
+        if llm is not None:
+            out = common.vllm_generate(llm, tok, prompts, num_generations, max_completion_length, temperature, top_p)
+        else:
+            out = list(common.generate(model, tok, prompts, num_generations, max_completion_length, temperature,
+                                       top_p, batch_size=gen_batch_size))
+        for i, s in enumerate(out):
+            s["task"] = names[i // num_generations]
+        if async_rollouts:
+            record_behaviour_logp(model, out, tok.pad_token_id, amp)
+        return out
+
+    workers = build_workers or max(1, bench.cpu_count() // world)
+    on_my_gpu = lambda: (common.visible_gpu(local_rank) if world > 1 and device.startswith("cuda")
+                         else contextlib.nullcontext())  # bench's children see this rank's GPU only
+
+    def evaluate(jobs):
+        """bench.evaluate_many on this rank's GPU: {key: result} for {key: (task, task_src, code)}."""
+        if not jobs:
+            return {}
+        with on_my_gpu():
+            out = bench.evaluate_many(list(jobs.values()), device=device.split(":")[0], arch=arch or None,
+                                      num_correct_trials=num_correct_trials, time_budget_s=time_budget_s,
+                                      timeout_s=timeout_s, build_workers=workers)
+        return dict(zip(jobs, out))
+
+    def prebuild(jobs):
+        """async_rollouts: compile the new kernels into bench's build cache (bench.build, child processes on CPU
+        cores, `workers` at a time) while the main thread generates; those bench's static checks flag are never
+        built, as in evaluate_many. Returns the wall seconds."""
+        t = time.time()
+        todo = [code for _, src, code in jobs.values() if not bench.static_check(code, src)]
+        with on_my_gpu(), concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda code: bench.build(code, device=device.split(":")[0], arch=arch or None,
+                                                   timeout_s=max(600.0, timeout_s)), todo))
+        return time.time() - t
+    build_thread = concurrent.futures.ThreadPoolExecutor(1)  # async_rollouts: compiles next to generation
 
     def save(rank_rngs):
         """Rank 0 only: model, optimizer, step, history, database, result cache and every rank's RNG states."""
@@ -491,27 +604,15 @@ if __name__ == "__main__":
     try:
         while step < max_steps:
             t0 = time.time()
-            # 1. prompts: the same task list on every rank (shared rng); this rank takes its slice
-            names = rng.sample(train_tasks, min(num_prompts, len(train_tasks)))
-            names += rng.choices(train_tasks, k=num_prompts - len(names))  # fewer tasks than prompts: repeat
-            names = names[rank * k_local:(rank + 1) * k_local]
-            prompts = []
-            for n in names:
-                ex = sample_exemplars(db[n], num_exemplars, rank_rng, exemplar_sampling, delta_s, tau)
-                prompts.append(common.contrastive_prompt(tasks[n]["src"], [(e["code"], e["speedup"]) for e in ex],
-                                                         gpu_name))
-            # 2. rollouts
-            if llm is not None:
-                samples = common.vllm_generate(llm, tok, prompts, num_generations, max_completion_length,
-                                               temperature, top_p)
-            else:
-                samples = list(common.generate(model, tok, prompts, num_generations, max_completion_length,
-                                               temperature, top_p, batch_size=gen_batch_size))
+            # 1-2. prompts and rollouts; with async_rollouts this batch was generated while the previous step's
+            # kernels compiled, by the weights before the previous update (staleness 1: see the docstring)
+            staleness = 0 if pending is None else 1
+            samples = pending if pending is not None else rollouts()
+            pending = None
             t1 = time.time()
             # 3. code extraction and evaluation of each distinct new kernel (once over all ranks: lowest rank wins)
             todo = {}
-            for i, s in enumerate(samples):
-                s["task"] = names[i // num_generations]
+            for s in samples:
                 s["code"], s["format_error"] = common.extract_code(s["text"])
                 if s["code"] is not None:
                     s["key"] = sha(s["task"], s["code"])
@@ -519,18 +620,18 @@ if __name__ == "__main__":
                         todo[s["key"]] = (s["task"], tasks[s["task"]]["src"], s["code"])
             claimed = set().union(*common.ddp_gather(set(todo))[:rank])  # a collective: every rank calls it
             mine = {k: v for k, v in todo.items() if k not in claimed}
-            results = {}
-            if mine:
-                workers = build_workers or max(1, bench.cpu_count() // world)
-                with common.visible_gpu(local_rank) if world > 1 and device.startswith("cuda") else contextlib.nullcontext():
-                    out = bench.evaluate_many(list(mine.values()), device=device.split(":")[0], arch=arch or None,
-                                              num_correct_trials=num_correct_trials, time_budget_s=time_budget_s,
-                                              timeout_s=timeout_s, build_workers=workers)
-                results = dict(zip(mine, out))
+            if async_rollouts:  # the next step's batch from the current weights while this one's kernels compile
+                job = build_thread.submit(prebuild, mine)
+                pending = rollouts()  # (also at the last step: it is saved, so --resume continues exactly)
+            t_next, t_build = time.time() - t1, job.result() if async_rollouts else 0.0
+            te = time.time()
+            results = evaluate(mine)  # timed on a GPU that is not generating (async: from cached builds)
+            t_eval = t_build + time.time() - te
             for part in common.ddp_gather(results):
                 cache.update(part)
             t2 = time.time()
-            # 4. rewards; normalised over the whole batch (all ranks), then group advantages (groups never span ranks)
+            # 4. rewards; normalised over the whole batch (all ranks) or per group, then group advantages (groups never
+            # span ranks)
             for s in samples:
                 res = cache.get(s.get("key"))
                 s["status"] = "format_error" if res is None else res["status"]
@@ -539,14 +640,15 @@ if __name__ == "__main__":
                 s["hack_kind"] = res.get("hack") if res is not None and res["status"] == "hack" else None
             N_local = len(samples)
             raw_all = torch.tensor(sum(common.ddp_gather([s["reward"] for s in samples]), []), dtype=torch.float32)
-            norm_all = normalise_rewards(raw_all, reward_clip)
+            norm_all = normalise_rewards(raw_all, reward_clip, reward_norm, num_generations)
             adv = group_advantages(norm_all, num_generations, scale_rewards)[rank * N_local:(rank + 1) * N_local]
             norm = norm_all[rank * N_local:(rank + 1) * N_local]
             # 5. GRPO update; the loss of each rank is divided by the totals of the whole batch, grads summed
             keep = [i for i, s in enumerate(samples) if not (mask_truncated_completions and s["truncated"])]
             rows = [samples[i] for i in keep]
             row_adv = adv[keep] if keep else torch.zeros(0)
-            stats, n_rows = grpo_update(model, ref_model, opt, rows, row_adv, tok.pad_token_id, amp, world)
+            stats, n_rows = grpo_update(model, ref_model, opt, rows, row_adv, tok.pad_token_id, amp, world,
+                                        num_masked=len(samples) - len(rows))
             if llm is not None and n_rows:
                 common.vllm_push_weights(llm, model)  # the next rollouts sample from the updated policy
             t3 = time.time()
@@ -561,14 +663,15 @@ if __name__ == "__main__":
                          hack=s["hack_kind"], speedup=s["speedup"], reward=s["reward"], reward_norm=float(norm[i]),
                          advantage=float(adv[i]), truncated=s["truncated"], completion_len=len(s["completion_ids"]),
                          completion=s["text"], code=s["code"]) for i, s in enumerate(samples)]
-            gathered = common.ddp_gather(dict(recs=recs, stats=stats, t=(t1 - t0, t2 - t1, t3 - t2),
+            t_gen = (t1 - t0) + (t_next if async_rollouts else 0.0)  # generating in this step (async: the next batch)
+            gathered = common.ddp_gather(dict(recs=recs, stats=stats, t=(t_gen, t_eval, t3 - t2),
                                               new=len(mine), psum=common.param_checksum(model) if world > 1 else None))
             step += 1
             if master:
                 recs = sum((g["recs"] for g in gathered), [])
                 stats = {k: sum(g["stats"][k] for g in gathered) for k in stats}
                 h = step_summary(step - 1, recs, best_seed, stats)
-                h.update(new_kernels=sum(g["new"] for g in gathered), world_size=world,
+                h.update(new_kernels=sum(g["new"] for g in gathered), world_size=world, rollout_staleness=staleness,
                          t_gen=max(g["t"][0] for g in gathered), t_eval=max(g["t"][1] for g in gathered),
                          t_train=max(g["t"][2] for g in gathered), t_step=time.time() - t0, wall=time.time())
                 if world > 1:

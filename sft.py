@@ -14,7 +14,8 @@ memory, coarser updates). AdamW with linear warm-up and cosine decay, gradient a
 checkpointing, a held-out loss on val_fraction of the rows. Checkpoints (every save_interval iterations, at the end,
 and on Ctrl-C) are the Hugging Face format (transformers and vLLM load the folder) plus state.pt (optimizer,
 iteration, history, every rank's RNG states), and --resume continues exactly where the checkpoint stopped: the
-next loss equals that of an uninterrupted run (tests/test_sft.py). init_from="tiny" builds a small Llama from a
+next loss equals that of an uninterrupted run (tests/test_sft.py, tests/test_sft_interrupt.py). The logged step loss
+is the token mean over all micro-batches of the step. init_from="tiny" builds a small Llama from a
 config and trains a byte-level BPE tokenizer on the data itself, so nothing is downloaded. Without
 pre-tokenisation the BPE merges may cross spaces and newlines (up to max_token_length characters), which keeps
 the tiny run's sequences short: about 300 prompt and 100 answer tokens for a 3,000-character kernel.
@@ -23,8 +24,8 @@ Multi-GPU: under torchrun every rank holds the whole model wrapped in Distribute
 NCCL on CUDA, gloo on CPU); each rank draws its own batches, so the effective batch is
 batch_size x grad_accum x world_size. FSDP (sharding a model that does not fit one GPU) is NOT implemented: a model
 must fit one GPU with its float32 AdamW state (about 16 bytes per parameter: a 1.5B model takes ~24 GB before
-activations, see scripts/sft_speed.py). Under torchrun, Ctrl-C saves nothing (the ranks would have to agree on
-it): resume from the last save_interval checkpoint.
+activations, see scripts/sft_speed.py). Ctrl-C / SIGTERM, also under torchrun: the iteration is finished and a
+checkpoint saved at its end (train's docstring).
 
 Stage 2 (--self_train=True; CUDA-L1 §1.2 of REFERENCE.md: rejection-sampling fine-tuning, binary reward). Round r:
 sample self_train_samples (K) answers per training task (tasks.jsonl split "train") from the current model
@@ -137,12 +138,14 @@ def tiny_model(tok):
     return LlamaForCausalLM(cfg)
 
 
-def sft_loss(model, ids, mask):
-    """Mean cross-entropy over the tokens where mask == 1. ids, mask: (B, T) long; padding has mask 0."""
+def sft_loss(model, ids, mask, num_tokens=None):
+    """Cross-entropy summed over the target tokens (mask == 1) and divided by num_tokens (default: their number here,
+    i.e. the mean; a step of several micro-batches passes the step's total, so that the shares add up to the token
+    mean of the whole step). ids, mask: (B, T) long; padding has mask 0. Token t predicts token t + 1."""
     logits = model(input_ids=ids).logits  # (B, T, V); right padding needs no attention mask under a causal model
     logits, targets, m = logits[:, :-1].float(), ids[:, 1:], mask[:, 1:].float()  # token t predicts t+1
     nll = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction="none")
-    return (nll * m.reshape(-1)).sum() / m.sum().clamp(min=1.0)
+    return (nll * m.reshape(-1)).sum() / (m.sum().clamp(min=1.0) if num_tokens is None else num_tokens)
 
 
 def collate(examples, pad_id, dev):
@@ -165,14 +168,7 @@ def lr_at(it, total=None):
     return min_lr + 0.5 * (1 + math.cos(math.pi * t)) * (lr - min_lr)
 
 
-def enable_checkpointing(model):
-    """Non-reentrant activation checkpointing (works under DDP), through the API this transformers version has
-    (activation_checkpointing_enable in recent 5.x, where gradient_checkpointing_enable is a deprecated alias)."""
-    model.config.use_cache = False
-    if hasattr(model, "activation_checkpointing_enable"):
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-    else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+enable_checkpointing = common.enable_checkpointing  # moved to common (rl.py uses it too); this name for scripts/
 
 
 def _dist():
@@ -186,7 +182,18 @@ def _dist():
 def train(model, tok, rows, save_dir, iters=None):
     """The SFT loop over rows [{prompt, response}] for `iters` optimizer steps (default max_iters); saves the model
     (HF format) and state.pt to save_dir, resumes from there when `resume` is set. Under torchrun every rank calls
-    it with the same rows. Returns the history [(iter, train_loss, val_loss)] (val_loss NaN when not measured)."""
+    it with the same rows. Returns the history [(iter, train_loss, val_loss)] (val_loss NaN when not measured).
+
+    The loss of a step is the token mean over all its micro-batches (and ranks): each micro-batch's summed
+    cross-entropy is divided by the step's total number of target tokens, not averaged as micro-batch means (issue 13).
+    Ctrl-C (SIGINT) or SIGTERM at any point of an iteration: the iteration is finished, then a checkpoint is saved at
+    that boundary (weights, optimizer, counter, every rank's RNG states all from the same moment) and SystemExit(130)
+    is raised, so --resume continues exactly as the uninterrupted run would, and no step is ever applied twice
+    (tests/test_sft_interrupt.py). Under torchrun the ranks agree at each boundary whether any rank was signalled.
+    A second Ctrl-C quits at once without saving (then --resume continues from the last checkpoint).
+    """
+    import signal
+    import threading
     iters = iters or max_iters
     rank, world = _dist()
     examples = [common.encode_example(tok, r["prompt"], r["response"], max_len) for r in rows]
@@ -219,10 +226,10 @@ def train(model, tok, rows, save_dir, iters=None):
             print(f"resumed at iter {it} from {save_dir}")
     amp = torch.autocast("cuda", dtype=getattr(torch, dtype), enabled="cuda" in device and dtype != "float32")
 
-    def save(gather=True):
-        """Model + tokenizer (HF format) + state.pt; every rank's RNG states so that a resume is exact."""
-        py, th = (common.ddp_gather(rng.getstate()), common.ddp_gather(torch.get_rng_state())) if gather else \
-            ([rng.getstate()], [torch.get_rng_state()])
+    def save():
+        """Model + tokenizer (HF format) + state.pt; every rank's RNG states so that a resume is exact. Called only
+        at iteration boundaries, by every rank (it gathers the RNG states)."""
+        py, th = common.ddp_gather(rng.getstate()), common.ddp_gather(torch.get_rng_state())
         if rank == 0:
             os.makedirs(save_dir, exist_ok=True)
             model.save_pretrained(save_dir)
@@ -243,21 +250,37 @@ def train(model, tok, rows, save_dir, iters=None):
         model.train()
         return sum(losses) / len(losses)
 
+    stop = []  # signals received; the loop checks it only at iteration boundaries
+
+    def on_signal(sig, frame):
+        if sig == signal.SIGINT and signal.SIGINT in stop:
+            raise KeyboardInterrupt
+        if not stop and rank == 0:
+            print(f"interrupted: finishing iteration {it + 1}, then saving a checkpoint (Ctrl-C again: quit without)",
+                  flush=True)
+        stop.append(sig)
+    main_thread = threading.current_thread() is threading.main_thread()  # signal handlers can only be set there
+    handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
     t0, ntok = time.time(), 0
     try:
         while it < iters:
             for g in opt.param_groups:
                 g["lr"] = lr_at(it, iters)
+            # the step's micro-batches first: the token mean of the step needs their target-token total (all ranks)
+            batches = [collate(rng.sample(tr, min(batch_size, len(tr))), tok.pad_token_id, device)  # (B, T) each
+                       for _ in range(grad_accum)]
+            n_tgt = torch.stack([m[:, 1:].sum() for _, m in batches]).sum().float()
+            if world > 1:
+                torch.distributed.all_reduce(n_tgt)
+            n_tgt = n_tgt.clamp(min=1.0) / world  # DDP averages the ranks' gradients: undo its 1 / world
             total = 0.0
-            for micro in range(grad_accum):
-                batch = rng.sample(tr, min(batch_size, len(tr)))
-                ids, mask = collate(batch, tok.pad_token_id, device)  # (B, T), (B, T)
+            for micro, (ids, mask) in enumerate(batches):
                 ntok += ids.numel()
                 # DDP: all-reduce the gradients only on the last micro-batch
                 sync = ddp.no_sync() if (world > 1 and micro < grad_accum - 1) else contextlib.nullcontext()
                 with sync:
                     with amp:
-                        loss = sft_loss(ddp, ids, mask) / grad_accum
+                        loss = sft_loss(ddp, ids, mask, num_tokens=n_tgt)
                     loss.backward()
                 total += loss.item()
             torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
@@ -265,7 +288,7 @@ def train(model, tok, rows, save_dir, iters=None):
             opt.zero_grad(set_to_none=True)
             it += 1
             if it % log_interval == 0 or it == iters:
-                if world > 1:  # the mean over ranks, for the log only
+                if world > 1:  # this rank's share times world: the mean over ranks is the step's token mean
                     t = torch.tensor([total], device=device)
                     torch.distributed.all_reduce(t)
                     total = t.item() / world
@@ -276,17 +299,24 @@ def train(model, tok, rows, save_dir, iters=None):
                     dt = time.time() - t0
                     print(f"iter {it:5d} | loss {total:.4f}{vs} | lr {lr_at(it, iters):.2e} | "
                           f"{ntok * world / max(dt, 1e-9):.0f} tok/s | {dt:.0f}s", flush=True)
-            if (save_interval and it % save_interval == 0 and it < iters) or it == stop_iter:
+            # an iteration boundary: weights, optimizer, counter, history and RNG states belong to the same moment
+            halt = any(common.ddp_gather(bool(stop))) if world > 1 else bool(stop)
+            if (save_interval and it % save_interval == 0 and it < iters) or it == stop_iter or halt:
                 save()
+                if halt:
+                    if rank == 0:
+                        print(f"saved a checkpoint at iter {it} in {save_dir}; continue with --resume=True", flush=True)
+                    raise SystemExit(130)
                 if it == stop_iter:
                     if rank == 0:
                         print(f"stop_iter={stop_iter}: checkpoint saved, resume with --resume=True")
                     return history
     except KeyboardInterrupt:
-        if world == 1:
-            print("interrupted: saving a checkpoint (resume with --resume=True)")
-            save(gather=False)
-        raise
+        print(f"rank {rank}: stopped at once, no checkpoint written; --resume continues from the last one")
+        raise SystemExit(130)
+    finally:
+        for sig, h in handlers.items():
+            signal.signal(sig, h)
     save()
     return history
 

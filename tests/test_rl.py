@@ -31,6 +31,15 @@ def test_zero_spread_group_gives_zero_advantage():
     assert torch.equal(rl.group_advantages(r, 4, "group"), torch.zeros(8))
 
 
+def test_group_of_one_gives_zero_advantage_not_nan():
+    # G = 1: no other sample to compare with, so no signal: 0 for every scale (the unbiased std of one value is NaN)
+    r = torch.tensor([0.0, 1.5, 3.0])
+    for scale in ("group", "batch", "none"):
+        assert torch.equal(rl.group_advantages(r, 1, scale), torch.zeros(3)), scale
+    # a batch of one group of one
+    assert torch.equal(rl.group_advantages(torch.tensor([2.0]), 1, "batch"), torch.zeros(1))
+
+
 def test_normalise_and_clip_golden():
     # mean 1, population std 1 -> (-1, 1); clipped at 0.5
     assert torch.allclose(rl.normalise_rewards(torch.tensor([0.0, 2.0]), 1.5), torch.tensor([-1.0, 1.0]))
@@ -39,6 +48,39 @@ def test_normalise_and_clip_golden():
     out = rl.normalise_rewards(torch.tensor([1.0, 1.0, 1.0, 100.0]), 1.5)
     assert out[-1].item() == pytest.approx(1.5) and out[0].item() < 0
     assert torch.equal(rl.normalise_rewards(torch.tensor([3.0, 4.0]), 0.0), torch.tensor([3.0, 4.0]))
+
+
+def test_reward_norm_group_keeps_a_fast_tasks_ordering():
+    # issue 13's example: one task whose 4 samples all run 4.5-5.5x next to 4 tasks whose samples all fail (0).
+    fast, fail = [4.5, 4.9, 5.1, 5.5], [0.0] * 16
+    r = torch.tensor(fast + fail)
+    # batch (today): mean 1, population std sqrt(100.52 / 20 - 1) = 2.00649; z(4.5) = 3.5 / 2.00649 = 1.744 > 1.5, so
+    # all four fast samples clip to 1.5 and the task's best kernel gets the same advantage as its worst: 0
+    b = rl.normalise_rewards(r, 1.5, "batch", 4)
+    assert torch.allclose(b[:4], torch.full((4,), 1.5))
+    assert torch.allclose(b[4:], torch.full((16,), -1 / 2.00649), atol=1e-5)
+    assert torch.equal(rl.group_advantages(b, 4, "group")[:4], torch.zeros(4))
+    # group: mean 5, population std sqrt(0.52 / 4) = 0.360555 inside the fast task -> z = (-0.5, -0.1, 0.1, 0.5) / 0.360555
+    # = (-1.38675, -0.27735, 0.27735, 1.38675), none clipped; a group of equal rewards -> 0
+    g = rl.normalise_rewards(r, 1.5, "group", 4)
+    assert torch.allclose(g[:4], torch.tensor([-1.38675, -0.27735, 0.27735, 1.38675]), atol=1e-5)
+    assert torch.equal(g[4:], torch.zeros(16))
+    # then GRPO's group advantage: unbiased std of z = sqrt(4 / 3) -> z / 1.1547 (the 1e-4 of the std is kept)
+    a = rl.group_advantages(g, 4, "group")
+    assert torch.allclose(a[:4], torch.tensor([-1.38675, -0.27735, 0.27735, 1.38675]) / (2 / 3 ** 0.5 + 1e-4), atol=1e-5)
+    assert a[0] < a[1] < a[2] < a[3]  # the ordering inside the task survives
+
+
+def test_reward_norm_group_clips_inside_each_group():
+    # [0, 0, 0, 10]: mean 2.5, population std sqrt(18.75) = 4.33013 -> (-0.57735 x 3, 1.73205), clipped at 1.5;
+    # the second group [1, 3]x2 has mean 2, std 1 -> (-1, 1, -1, 1)
+    r = torch.tensor([0.0, 0.0, 0.0, 10.0, 1.0, 3.0, 1.0, 3.0])
+    g = rl.normalise_rewards(r, 1.5, "group", 4)
+    assert torch.allclose(g, torch.tensor([-0.57735, -0.57735, -0.57735, 1.5, -1.0, 1.0, -1.0, 1.0]), atol=1e-5)
+    # clip=0 disables both
+    assert torch.equal(rl.normalise_rewards(r, 0.0, "group", 4), r)
+    with pytest.raises(ValueError, match="reward_norm"):
+        rl.normalise_rewards(r, 1.5, "task", 4)
 
 
 # --- loss -------------------------------------------------------------------
@@ -73,6 +115,40 @@ def test_micro_batch_shares_add_up_to_full_batch():
         assert parts.item() == pytest.approx(full.item(), abs=1e-6), lt
 
 
+def _update(loss_type, rows, adv, **kw):
+    """One grpo_update of a fixed tiny model with plain SGD (lr 1, no clipping): (stats, n_rows, weight change)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    rl.loss_type, rl.micro_batch_size, rl.num_iterations, rl.beta = loss_type, 1, 1, 0.0
+    rl.max_completion_length, rl.temperature, rl.grad_clip, rl.epsilon, rl.epsilon_high = 4, 1.0, 1e9, 0.2, 0.2
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32))
+    before = [p.detach().clone() for p in model.parameters()]
+    stats, n = rl.grpo_update(model, None, torch.optim.SGD(model.parameters(), lr=1.0), rows, adv, 0, **kw)
+    return stats, n, [p.detach() - b for p, b in zip(model.parameters(), before)]
+
+
+def test_truncated_completions_stay_in_the_row_count():
+    # 4 completions, 2 truncated and masked (mask_truncated_completions): TRL keeps them in B with a zero mask, so
+    # grpo and dr_grpo divide by B = 4, not by the 2 rows trained on (issue 13: the step grew with the truncation
+    # rate). Kept rows: 2 tokens with A = 1, 1 token with A = -3; on-policy, so every per-token loss is -A:
+    #   grpo: (mean(-1, -1) + mean(3)) / B = (-1 + 3) / 4 = 0.5;   dr_grpo: (-1 - 1 + 3) / (B * 4) = 1 / 16;
+    #   dapo: the token mean (-1 - 1 + 3) / 3; bnpo (micro_batch_size 1): the mean of the rows' token means,
+    #   (mean(-1, -1) + mean(3)) / 2 = 1; neither depends on B.
+    rows = [dict(prompt_ids=[1, 2], completion_ids=[3, 4]), dict(prompt_ids=[5], completion_ids=[6])]
+    adv = torch.tensor([1.0, -3.0])
+    for lt, golden, scale in (("grpo", 0.5, 0.5), ("dr_grpo", 1 / 16, 0.5), ("dapo", 1 / 3, 1.0), ("bnpo", 1.0, 1.0)):
+        stats, n, delta = _update(lt, rows, adv, num_masked=2)
+        assert n == 2 and stats["loss"] == pytest.approx(golden, abs=1e-6), (lt, stats)
+        # the same rows without the 2 masked ones: grpo and dr_grpo steps twice as large (plain SGD: delta ~ grad)
+        _, _, full = _update(lt, rows, adv)
+        for d, f in zip(delta, full):
+            assert torch.allclose(d, scale * f, atol=1e-6), lt
+    # every completion truncated: nothing to train on, and no optimizer step (Adam would still move the weights)
+    stats, n, delta = _update("grpo", [], torch.zeros(0), num_masked=4)
+    assert n == 0 and all(d.abs().max() == 0 for d in delta)
+
+
 def test_clipping_golden():
     # one token each; old_logp = 0 so ratio = exp(logp)
     logp = torch.log(torch.tensor([[1.5], [1.5], [0.5], [0.5]]))
@@ -87,6 +163,52 @@ def test_clipping_golden():
     # a wider upper clip (DAPO's clip-higher) lets the first token's ratio through: -1.5
     loss2, _ = rl.grpo_loss(logp[:1], old[:1], adv[:1], mask[:1], epsilon=0.2, epsilon_high=0.6)
     assert loss2.item() == pytest.approx(-1.5, abs=1e-6)
+
+
+def test_staleness_correction_golden():
+    # async_rollouts: the ratio is taken to the log-probs recorded when the rows were generated (old_logp), and
+    # clipped as in PPO. Recorded probabilities 0.5 / 0.25 / 0.5 / 0.5; the policy now gives 0.55 / 0.45 / 0.9 / 0.3:
+    #   row 0, A = +1: ratios 1.1 and 1.8 -> -min(1.1, 1.1) = -1.1; -min(1.8, 1.2) = -1.2 (clipped: no gradient)
+    #   row 1, A = -1: ratio 1.8 -> -min(-1.8, -1.2) = 1.8 (the pessimistic side: not clipped)
+    #   row 2, A = -1: ratio 0.6 -> -min(-0.6, -0.8) = 0.8 (clipped)
+    # grpo: (mean(-1.1, -1.2) + 1.8 + 0.8) / 3 = 0.48333; clip_frac 2 of 4 tokens
+    rows = [dict(prompt_ids=[1], completion_ids=[5, 6], old_logp=[math.log(0.5), math.log(0.25)]),
+            dict(prompt_ids=[2], completion_ids=[7], old_logp=[math.log(0.5)]),
+            dict(prompt_ids=[3], completion_ids=[8], old_logp=[math.log(0.5)])]
+    old = rl.behaviour_logp(rows)
+    assert old.shape == (3, 2) and old[1, 1] == 0 and old[0, 1].item() == pytest.approx(math.log(0.25))
+    logp = torch.log(torch.tensor([[0.55, 0.45], [0.9, 1.0], [0.3, 1.0]])).requires_grad_(True)
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 0.0]])
+    loss, st = rl.grpo_loss(logp, old, torch.tensor([1.0, -1.0, -1.0]), mask, epsilon=0.2, epsilon_high=0.2)
+    assert loss.item() == pytest.approx((-1.15 + 1.8 + 0.8) / 3, abs=1e-5) and st["clip_frac"] == 0.5
+    loss.backward()
+    # d(-ratio * A)/d logp = -ratio * A where not clipped, over (tokens of the row * B): -1.1 / 6 and 1.8 / 3
+    assert torch.allclose(logp.grad, torch.tensor([[-1.1 / 6, 0.0], [1.8 / 3, 0.0], [0.0, 0.0]]), atol=1e-5)
+    # rows without a record (synchronous rollouts): no behaviour log-probs
+    assert rl.behaviour_logp([dict(prompt_ids=[1], completion_ids=[2])]) is None
+
+
+def test_recorded_logp_of_the_same_weights_is_on_policy():
+    # old_logp recorded by the weights that are then trained: the ratio is 1 and the update is the on-policy one;
+    # recorded by other weights (one step stale), the update differs
+    rows = [dict(prompt_ids=[1, 2, 3], completion_ids=[4, 5, 6, 7]), dict(prompt_ids=[8], completion_ids=[9, 10])]
+    adv = torch.tensor([1.0, -2.0])
+    _, _, on_policy = _update("grpo", rows, adv)
+    torch.manual_seed(0)  # _update's model, to record with
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=2, max_position_embeddings=32)
+    same = LlamaForCausalLM(cfg)
+    rl.micro_batch_size, rl.temperature = 2, 1.0
+    recorded = [dict(r) for r in rows]
+    rl.record_behaviour_logp(same, recorded, 0)
+    assert [len(r["old_logp"]) for r in recorded] == [4, 2]
+    _, _, delta = _update("grpo", recorded, adv)
+    assert all(torch.allclose(d, o, atol=1e-6) for d, o in zip(delta, on_policy))
+    stale = [dict(r) for r in rows]
+    rl.record_behaviour_logp(LlamaForCausalLM(cfg), stale, 0)  # other weights
+    _, _, delta = _update("grpo", stale, adv)
+    assert max((d - o).abs().max().item() for d, o in zip(delta, on_policy)) > 1e-4
 
 
 def test_k3_kl():
@@ -147,6 +269,24 @@ def test_bucket_sampling_distribution():
     assert abs(within[0.1] - within[0.2]) < 4 * math.sqrt(within[0.1] + within[0.2])
 
 
+def test_bucket_sampling_extreme_spread_does_not_overflow():
+    # buckets at 1x and 1000x, tau = 0.01: exp((1000 - 500.5) / 0.01) overflows a float; the softmax must subtract
+    # the max instead (the same distribution). Two buckets, two exemplars: both, the 1000x one first.
+    entries = [dict(code="slow", speedup=1.0), dict(code="slow2", speedup=1.01), dict(code="fast", speedup=1000.0)]
+    rng = random.Random(0)
+    for _ in range(20):
+        ex = rl.sample_exemplars(entries, 2, rng, "bucket", 0.25, 0.01)
+        assert ex[0]["code"] == "fast" and ex[1]["code"] in ("slow", "slow2")
+    # three buckets 1x, 2x, 1000x: the first draw is 1000x; the second, among the rest, is 2x with probability
+    # 1 / (1 + exp(-100)) = 1 in float64 (the remaining weights are renormalised, not left at exp(-99850) = 0)
+    entries = [dict(code=c, speedup=s) for c, s in (("a", 1.0), ("b", 2.0), ("c", 1000.0))]
+    for _ in range(20):
+        assert [e["code"] for e in rl.sample_exemplars(entries, 2, rng, "bucket", 0.25, 0.01)] == ["c", "b"]
+    # and a low tau with all three wanted still returns three distinct kernels
+    assert sorted(e["code"] for e in rl.sample_exemplars(entries + [dict(code="d", speedup=5.0)], 3, rng, "bucket",
+                                                          0.25, 0.001)) == ["b", "c", "d"]
+
+
 def test_exemplar_fallbacks():
     rng = random.Random(0)
     one = [dict(code="a", speedup=1.0)]
@@ -180,12 +320,82 @@ def test_extract_code_format_errors(text, reason):
     assert code is None and reason in err
 
 
+MODULE = ("import torch\nfrom torch.utils.cpp_extension import load_inline\n\n"
+          "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n")
+CPP = '#include <torch/extension.h>\n__global__ void k(float* x) { x[0] = 1.0f; }\n'
+HEAD = ("## Performance Analysis\nThe reference is memory bound.\n\n## Algorithm Design\nFuse the ops.\n\n"
+        "## Code Implementation\n")
+
+
+@pytest.mark.parametrize("name,answer", [
+    # the CUDA source first, then the module, prose between (issue 13: the prose was taken as code)
+    ("cpp_first", HEAD + "The kernel:\n```cpp\n" + CPP + "```\nNow the Python side, which loads it:\n```python\n"
+     + MODULE + "```\nThis should be faster.\n"),
+    ("Python_tag", HEAD + "```Python\n" + MODULE + "```\n"),
+    ("py_tag", HEAD + "```py\n" + MODULE + "```\n"),
+    ("python3_tag_spaced", HEAD + "``` python3\n" + MODULE + "```\n"),
+    ("untagged", HEAD + "```\n" + MODULE + "```\n"),
+    # several blocks in any order and case: a shell line, CUDA, the module, then a test harness longer than the
+    # module that does not define ModelNew (it must not win by length)
+    ("many_blocks", HEAD + "Build with:\n```bash\npip install ninja\n```\n```CUDA\n" + CPP + "```\n```python\n"
+     + MODULE + "```\nTo check it:\n```python\n" + "import torch\n" + "x = torch.randn(4)\n" * 40
+     + "print(ModelNew()(x))\n```\n"),
+    # prose that mentions `class ModelNew` outside any block is never code
+    ("prose_mentions", HEAD + "Below, class ModelNew wraps the kernel.\n```cuda\n" + CPP + "```\nand\n```python\n"
+     + MODULE + "```\n"),
+    ("tildes_and_long_fence", HEAD + "~~~cpp\n" + CPP + "~~~\n````python\n" + MODULE + "````\n"),
+], ids=lambda x: x if len(x) < 30 else "")
+def test_extract_code_llm_style_answers(name, answer):
+    code, err = common.extract_code(answer)
+    assert err is None, (name, err)
+    assert code == MODULE, (name, code)
+
+
+@pytest.mark.parametrize("answer,reason", [
+    (HEAD + "```cpp\n" + CPP + "```\nThen in Python, class ModelNew loads it.\n", "no ```python block"),
+    (HEAD + "```python\nimport torch\nx = 1\n```\n```cpp\nclass ModelNew {};\n```\n", "ModelNew"),
+    (HEAD + "```python\n" + MODULE, "no ```python block"),  # truncated: the block never closes
+], ids=["cpp_only", "ModelNew_only_in_cpp", "unclosed"])
+def test_extract_code_no_usable_module(answer, reason):
+    code, err = common.extract_code(answer)
+    assert code is None and reason in err, err
+
+
 def test_contrastive_prompt_has_exemplars_and_rules():
     p = common.contrastive_prompt("class Model: pass", [("code A", 1.234), ("code B", 0.5)], "NVIDIA H200")
     assert "speedup 1.23x" in p and "speedup 0.50x" in p and "NVIDIA H200" in p
     assert all(h in p for h in common.SECTIONS)
     assert "Do not cache" in p and "hyperparameters" in p
     assert "Earlier implementations" not in common.contrastive_prompt("class Model: pass", [], "X")
+
+
+def test_contrastive_prompt_carries_table_3():
+    """Every element of CUDA-L1's Table 3 (REFERENCE.md §1.3, issue 13), in our words: the five analysis questions,
+    the requirements (builds and runs on current GPUs; a mismatch scores zero; a full ModelNew module), the two
+    restrictions and the three '## ' sections."""
+    p = common.contrastive_prompt("class Model: pass", [("code A", 1.5), ("code B", 0.9)], "NVIDIA H200")
+    low = p.lower()
+    questions = {
+        "which is faster and why": "which one is fastest, and why",
+        "what limits them": "bottlenecks limit",
+        "unused techniques": "none of them uses yet",
+        "most potential": "hold the most potential",
+        "largest remaining opportunity": "largest remaining opportunity",
+    }
+    requirements = {
+        "builds and runs on current GPUs": "must build and run as written on current gpus",
+        "the target GPU": "timed on the nvidia h200",
+        "a mismatch scores zero": "does not match the reference scores zero",
+        "a complete module": "one complete python module",
+        "no caching": "do not cache",
+        "no hyperparameter changes": "do not change the hyperparameters",
+    }
+    missing = [k for k, v in {**questions, **requirements}.items() if v not in low]
+    assert not missing, missing
+    assert all(f"\n{h}\n" in p for h in common.SECTIONS)  # the three "## " sections, each on its own line
+    # the five questions sit in the Performance Analysis section's instructions, in order
+    pos = [low.index(v) for v in questions.values()]
+    assert pos == sorted(pos) and pos[0] > low.index("## performance analysis") and pos[-1] < low.index("## algorithm design")
 
 
 def test_parse_variant_strips_metadata():
@@ -230,6 +440,50 @@ def test_completion_logp_matches_unpadded_forward():
         ref = torch.stack([lsm[P - 1 + t, c] for t, c in enumerate(r["completion_ids"])])
         assert torch.allclose(logp[i, :len(ref)], ref, atol=1e-5)
     assert (ent >= 0).all()
+
+
+def _full_vocab_logp(model, rows, pad_id, temp):
+    """completion_logp as it was before issue 13: the whole (B, C, V) fp32 log-softmax, entropy from it."""
+    P = max(len(r["prompt_ids"]) for r in rows)
+    C = max(len(r["completion_ids"]) for r in rows)
+    ids = torch.full((len(rows), P + C), pad_id, dtype=torch.long)
+    att = torch.zeros_like(ids)
+    for i, r in enumerate(rows):
+        p, c = r["prompt_ids"], r["completion_ids"]
+        ids[i, P - len(p):P + len(c)] = torch.tensor(p + c)
+        att[i, P - len(p):P + len(c)] = 1
+    pos = (att.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=att, position_ids=pos).logits[:, P - 1:P + C - 1].float() / temp
+    lsm = torch.log_softmax(logits, dim=-1)
+    logp = lsm.gather(-1, ids[:, P:].unsqueeze(-1)).squeeze(-1)
+    ent = -(lsm.exp() * lsm).sum(-1)
+    return logp, ent.detach(), att[:, P:].float()
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 0])
+def test_chunked_logp_equals_full_vocab_logp(chunk_size):
+    # issue 13: log-probs and entropies per chunk of the sequence (logsumexp, the chosen token's logit; the chunk's
+    # logits recomputed in backward) equal the full-vocabulary log-softmax within 1e-5, and so do the gradients;
+    # rows of different prompt and completion lengths (left- and right-padding), temperature 0.7
+    model = _tiny()
+    rows = [dict(prompt_ids=[1, 2, 3, 4, 5], completion_ids=[6, 7, 8]),
+            dict(prompt_ids=[9, 10], completion_ids=[11, 12, 13, 14, 15, 16, 17]),
+            dict(prompt_ids=[18], completion_ids=[19])]
+    w = torch.randn(3, 7)  # an arbitrary weighting of the tokens: the gradient of sum(w * logp * mask)
+    ref_logp, ref_ent, ref_mask = _full_vocab_logp(model, rows, 0, 0.7)
+    (w * ref_logp * ref_mask).sum().backward()
+    ref_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    logp, ent, mask = rl.completion_logp(model, rows, pad_id=0, temp=0.7, chunk_size=chunk_size)
+    assert torch.equal(mask, ref_mask) and logp.shape == ent.shape == (3, 7)
+    m = mask.bool()
+    assert torch.allclose(logp[m], ref_logp[m], atol=1e-5) and torch.allclose(ent[m], ref_ent[m], atol=1e-5)
+    (w * logp * mask).sum().backward()
+    for p, g in zip(model.parameters(), ref_grads):
+        assert torch.allclose(p.grad, g, atol=1e-5), (chunk_size, (p.grad - g).abs().max())
+    with torch.no_grad():  # the no-grad path (old and reference log-probs) too
+        assert torch.allclose(rl.completion_logp(model, rows, 0, 0.7, chunk_size=chunk_size)[0][m], ref_logp[m],
+                              atol=1e-5)
 
 
 def test_generate_keeps_eos_when_pad_is_eos(monkeypatch):

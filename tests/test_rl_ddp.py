@@ -41,7 +41,8 @@ def test_ddp_setup_outside_torchrun():
 
 
 UPDATE = textwrap.dedent("""
-    # one GRPO update on 4 fixed completions: the whole batch in one process, or 2 + 2 rows on 2 ranks
+    # one GRPO update on 4 fixed completions: the whole batch in one process, or split over 2 ranks as 2 + 2, 3 + 1
+    # and 4 + 0 rows (a rank with no rows: all its completions were truncated and masked)
     import sys, torch, common, rl
     from transformers import LlamaConfig, LlamaForCausalLM
     rank, world, _, _ = common.ddp_setup("cpu")
@@ -49,18 +50,19 @@ UPDATE = textwrap.dedent("""
             dict(prompt_ids=[11, 12], completion_ids=[13, 14]), dict(prompt_ids=[15, 16, 17, 18], completion_ids=[19, 20, 21])]
     adv = torch.tensor([1.0, -0.5, 2.0, -1.0])
     out = {}
-    for lt in ("grpo", "dr_grpo", "dapo"):
-        rl.loss_type, rl.micro_batch_size, rl.num_iterations, rl.beta = lt, 1, 2, 0.1
-        rl.max_completion_length, rl.temperature, rl.grad_clip, rl.epsilon, rl.epsilon_high = 8, 1.0, 1e9, 0.2, 0.2
-        torch.manual_seed(0)
-        cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                          num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
-        model, ref = LlamaForCausalLM(cfg), LlamaForCausalLM(cfg).requires_grad_(False)
-        opt = torch.optim.SGD(model.parameters(), lr=1.0)  # plain SGD: a gradient scaled wrong shows (Adam hides it)
-        mine = slice(2 * rank, 2 * rank + 2) if world == 2 else slice(0, 4)
-        stats, n = rl.grpo_update(model, ref, opt, rows[mine], adv[mine], 0, world=world)
-        out[lt] = dict(params=[p.detach().clone() for p in model.parameters()], n=n,
-                       loss=sum(s["loss"] for s in common.ddp_gather(stats)))
+    for lt in ("grpo", "bnpo", "dr_grpo", "dapo"):
+        for first in (2, 3, 4):  # rank 0 takes rows[:first], rank 1 the rest
+            rl.loss_type, rl.micro_batch_size, rl.num_iterations, rl.beta = lt, 1, 2, 0.1
+            rl.max_completion_length, rl.temperature, rl.grad_clip, rl.epsilon, rl.epsilon_high = 8, 1.0, 1e9, 0.2, 0.2
+            torch.manual_seed(0)
+            cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                              num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
+            model, ref = LlamaForCausalLM(cfg), LlamaForCausalLM(cfg).requires_grad_(False)
+            opt = torch.optim.SGD(model.parameters(), lr=1.0)  # plain SGD: a gradient scaled wrong shows (Adam hides it)
+            mine = (slice(0, first) if rank == 0 else slice(first, 4)) if world == 2 else slice(0, 4)
+            stats, n = rl.grpo_update(model, ref, opt, rows[mine], adv[mine], 0, world=world)
+            out[lt, first] = dict(params=[p.detach().clone() for p in model.parameters()], n=n,
+                                  loss=sum(s["loss"] for s in common.ddp_gather(stats)))
     if rank == 0:
         torch.save(out, sys.argv[1])
     common.ddp_cleanup()
@@ -68,6 +70,10 @@ UPDATE = textwrap.dedent("""
 
 
 def test_two_rank_update_equals_one_process_update(tmp_path):
+    """Every loss type, with equal ranks, unequal ranks and a rank without rows: the 2-rank update is the 1-process
+    update (bnpo, a mean of per-micro-batch token means as in TRL, divides by the micro-batches of all ranks;
+    issue 13: it divided by the rank's own count, so 3 + 1 rows weighed the micro-batches unequally and 4 + 0 halved
+    the update)."""
     import torch
     script = tmp_path / "update.py"
     script.write_text(UPDATE)
@@ -78,10 +84,12 @@ def test_two_rank_update_equals_one_process_update(tmp_path):
     p = torchrun([str(script), str(tmp_path / "two.pt")], tmp_path, 300)
     assert p.returncode == 0, p.stderr[-3000:]
     one, two = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
-    for lt in one:
-        assert one[lt]["n"] == two[lt]["n"] == 4
-        assert abs(one[lt]["loss"] - two[lt]["loss"]) < 1e-6, lt
-        moved = max((a - b).abs().max().item() for a, b in zip(one[lt]["params"], two[lt]["params"]))
-        assert moved < 1e-5, (lt, moved)
+    bad = []
+    for key in one:
+        assert one[key]["n"] == two[key]["n"] == 4
+        moved = max((a - b).abs().max().item() for a, b in zip(one[key]["params"], two[key]["params"]))
+        if abs(one[key]["loss"] - two[key]["loss"]) > 1e-6 or moved > 1e-5:
+            bad.append((key, one[key]["loss"], two[key]["loss"], moved))
+    assert not bad, bad
     # and the update did something: the weights differ between loss types
-    assert max((a - b).abs().max().item() for a, b in zip(one["grpo"]["params"], one["dapo"]["params"])) > 1e-4
+    assert max((a - b).abs().max().item() for a, b in zip(one["grpo", 2]["params"], one["dapo", 2]["params"])) > 1e-4
