@@ -59,6 +59,19 @@ def _tree():
     return out
 
 
+def _below(pid):
+    """pid and all its descendants, deepest first (so a watcher never sees its parent die before it does)."""
+    kids = {}
+    for p, pp in _tree().items():
+        kids.setdefault(pp, []).append(p)
+    order, todo = [], [pid]
+    while todo:
+        p = todo.pop(0)
+        order.append(p)
+        todo += kids.get(p, [])
+    return order[::-1]
+
+
 def _strays(me, workers):
     """Processes under the fork server that no live worker accounts for: what a killed candidate left (orphans
     come back to us, the subreaper) with all of their own descendants, so a chain of sessions dies in one pass."""
@@ -141,9 +154,11 @@ def _zygote_main(fd):
             ctrl.send(json.dumps(dict(pid=pid)).encode())
         elif req["op"] == "kill":
             pid = req["pid"]
-            for kill in (os.killpg, os.kill):
+            for p in _below(pid):                                 # the whole tree at once, leaves first
                 with contextlib.suppress(OSError):
-                    kill(pid, signal.SIGKILL)
+                    os.kill(p, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
             deadline = time.time() + 10
             while pid in workers and time.time() < deadline:      # gone, and its GPU context with it
                 reap()
