@@ -436,7 +436,11 @@ class _Session:
         # flushing, delivering the output, two socket hops); the reference's calls calibrate it. Load on the
         # machine (builds, other processes) only ever adds to a call's wall time, so each side's least overhead is
         # its own: what the candidate's calls spent beyond their claim even at best was spent unclaimed.
-        over = min(w * 1e3 - m for rs in self.ref_sets for _, m, w in rs)
+        # On a CPU the clock is the runner's CPU time, and load works the other way: a call preempted mid-way
+        # claims more wall time than it used CPU, so the reference's most-preempted call would read as a negative
+        # overhead (a false clock_mismatch on a loaded 2-core box). There the reference's largest overhead counts.
+        pick = min if self.clock_kind == "wall" else max
+        over = pick(w * 1e3 - m for rs in self.ref_sets for _, m, w in rs)
         excess = min(w * 1e3 - m for cs in self.cand_sets for _, m, w in cs) - over
         limit = max(WALL_ABS_MS[o["device"]], WALL_REL[o["device"]] * res["cand_ms"], WALL_OVER[o["device"]] * over)
         res["clock"] = dict(excess_ms=round(excess, 5), overhead_ms=round(over, 5), limit_ms=round(limit, 5),
