@@ -141,16 +141,20 @@ def print_help(g):
     doc = (g.get("__doc__") or "").strip().splitlines()
     script = os.path.basename(g.get("__file__", "script.py"))
     presets = sorted(f[:-3] for f in os.listdir(os.path.join(ROOT, "config")) if f.endswith(".py"))
-    print(doc[0] if doc else script)
-    print("\n".join(line for line in doc if re.match(r"\s+(python|torchrun) ", line)))
-    print(f"\nsettings (--key=value; --preset=NAME: {', '.join(presets)} from config/; --gpu=NAME: "
-          f"{', '.join(GPU_PRESETS)}). More in the docstring of {script} and in README.md.")
+    out = [" ".join(doc[:doc.index("")] if "" in doc else doc[:1])]  # the first paragraph
+    out += [line for line in doc if re.match(r"\s+(python|torchrun) ", line)]
+    out.append(f"\nsettings (--key=value; --preset=NAME: {', '.join(presets)} from config/; --gpu=NAME: "
+               f"{', '.join(GPU_PRESETS)}). More in the docstring of {script} and in README.md.")
     for title, items in config_block(g["__file__"]):
-        print(f"\n{title}:" if title else "")
+        out.append(f"\n{title}:" if title else "")
         for k, comment in items:
             v = g.get(k)
             setting = f"--{k}={v!r}" if isinstance(v, str) else f"--{k}={v}"
-            print(f"  {setting:<34} {comment}".rstrip())
+            out.append(f"  {setting:<34} {comment}".rstrip())
+    try:
+        print("\n".join(out), flush=True)
+    except BrokenPipeError:  # `--help | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def check_device(device):

@@ -64,7 +64,6 @@ import itertools
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -225,10 +224,10 @@ def sample_answers(todo, samples, mains, ref, path):
     the same prompts for every model (stage-1, or contrastive with the top-2 kernels of db_file) and appended to
     samples.jsonl one by one as they are generated."""
     import torch
-    old = collections.defaultdict(list)
+    old = collections.defaultdict(list)  # (task, method, model) -> answers of an earlier run of this command
     for r in common.read_appended(path):
         if r.get("method"):
-            old[(r["task"], r["method"])].append((r.get("code"), r.get("error")))
+            old[(r["task"], r["method"], r.get("model"))].append((r.get("code"), r.get("error")))
     try:
         db = common.read_json(db_file) if prompt == "contrastive" and db_file and os.path.exists(db_file) else {}
     except ValueError as e:
@@ -239,7 +238,7 @@ def sample_answers(todo, samples, mains, ref, path):
     for m, name in mains:
         need = {}
         for n in [n for n, mm in todo if mm == m]:
-            samples[(n, m)] = old[(n, m)][:num_samples]
+            samples[(n, m)] = old[(n, m, name)][:num_samples]
             if len(samples[(n, m)]) < num_samples:
                 need[n] = num_samples - len(samples[(n, m)])
         if not need:
@@ -284,12 +283,8 @@ def this_run():
     return run
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 if __name__ == "__main__":
-    common.exit_on_interrupt()
+    common.exit_on_interrupt()  # SIGTERM (`timeout`, kill) raises KeyboardInterrupt, as Ctrl-C: the report is written
     config = common.configure(globals())
     if not summarize_only:
         common.check_device(device)
@@ -379,7 +374,6 @@ if __name__ == "__main__":
                     num_correct_trials=num_correct_trials or None, time_budget_s=time_budget_s,
                     arch=(arch or None) if device.startswith("cuda") else None)
     save_lock = __import__("threading").Lock()
-    signal.signal(signal.SIGTERM, _interrupt)  # `timeout` / kill: stop measuring, still write the report
     interrupted = None
     try:
         # ---- phase 1: the candidates, samples[(task, method)] = [(code or None, why there is none)], then every
@@ -523,7 +517,6 @@ if __name__ == "__main__":
         interrupted = str(e) or "Ctrl-C"
         print(f"\nevaluate.py interrupted ({interrupted}): every row measured so far is kept in {out_dir}; the report "
               "below covers them; rerun the same command to continue", flush=True)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     report.write_report(out_dir, rows, tasks, mains, bl, unavailable, own_ref, common.read_appended(runs_path) or [this_run()],
                         config, time.time() - t0)
     print(f"wrote {out_dir}/results.jsonl, summary.md, summary.json, per_task.csv and plots in {time.time() - t0:.0f}s")

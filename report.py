@@ -315,7 +315,8 @@ def write_report(out_dir, rows, tasks, mains, bl, unavailable, own_ref, runs, co
                  "every model, each distinct kernel timed once (so a kernel two models both wrote has one time)"
                  "\n\n" + table)
         if len(sampled) > 1:
-            text += "\n" + "; ".join(f"{m}: {overall[m]['mean']:.2f}x" for m in sampled if overall[m]["mean"] is not None) + "\n"
+            text += ("\nmean speedup per answer (failures as 0): " + ", ".join(
+                f"{m} {overall[m]['mean']:.2f}x" for m in sampled if overall[m]["mean"] is not None) + "\n")
     mix, hacks = {}, {m: hack_counts([rows[(n, m)] for n in have[m]]) for m in methods}
     for k in main_methods:
         mix[k] = {lvl: kernel_mix([rows[(n, k)] for n in ns if (n, k) in rows]) for lvl, ns in by_level}

@@ -273,14 +273,20 @@ class FakeBench:
 
 def _run(monkeypatch, capsys, fake, *args, code=None):
     """evaluate.py's main with a fake bench; code: the exit status expected (130 after an interrupt), None = none."""
+    import signal
     monkeypatch.setitem(sys.modules, "bench", fake)
     monkeypatch.setattr(sys, "argv", ["evaluate.py", *args])
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # the script installs its own (common.exit_on_interrupt)
+    term = signal.getsignal(signal.SIGTERM)
     try:
         runpy.run_path(os.path.join(ROOT, "evaluate.py"), run_name="__main__")
         assert code is None, f"expected exit status {code}"
     except SystemExit as e:
         if e.code != code or code is None:
             raise
+    finally:
+        signal.signal(signal.SIGTERM, term)
+        baseline._WARM_STOP.clear()  # an interrupted run stops the warm-ups of this process; the next test's go on
     return capsys.readouterr().out
 
 
