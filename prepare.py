@@ -52,6 +52,7 @@ is deterministic and stable as tasks are added; "paper" trains and evaluates on 
 import glob
 import hashlib
 import io
+import itertools
 import json
 import os
 import random
@@ -76,7 +77,7 @@ split = "heldout"  # heldout | paper
 eval_fraction = 0.2  # share of the tasks held out for evaluation (split=heldout)
 out_dir = "out"  # the run folder the other stages read
 variants_dir = ""  # project-written kernels, <variants_dir>/<task stem>/*.py, measured and used as seeds + SFT data
-sft_prompts_per_variant = 4  # SFT rows per kernel, each with a different random pair of exemplars in the prompt
+sft_prompts_per_variant = 4  # SFT rows per kernel; the pairs of exemplars in its prompts go round all pairs
 device = "cuda"  # where kernels are measured: cuda | cpu
 gpu = "h200"  # --gpu=NAME sets device, arch and gpu_name from common.GPU_PRESETS
 arch = "9.0"  # TORCH_CUDA_ARCH_LIST for nvcc
@@ -176,15 +177,21 @@ def result_line(r):
 
 def sft_rows(tasks, seeds, rng):
     """SFT pairs: each project-written kernel (right or wrong) as the answer to contrastive prompts whose two
-    exemplars are other measured-correct kernels of the task, so the model learns the stage-3 format and has no
-    preference yet: which kernel is fast is left for RL to find out from the timings."""
+    exemplars are measured-correct kernels of the task, so the model learns the stage-3 format and has no
+    preference yet: which kernel is fast is left for RL to find out from the timings. Every kernel gets the pairs of
+    exemplars in turn (each pair as often, in a shuffled order), not pairs drawn at random: with random pairs some
+    pair never leads to some kernel, the SFT model then never writes it after that pair, and RL, whose prompts show
+    the fastest kernel most often (bucket sampling), could not find it (issue 14 item 2: seeds where RL settled on a
+    slower kernel)."""
     rows = []
     for t in tasks:
         mine = [s for s in seeds if s["task"] == t["name"]]
         good = [s for s in mine if s["correct"]]
+        pairs = [list(p) for p in itertools.combinations(good, 2)] or [good]
         for s in mine:
-            for _ in range(sft_prompts_per_variant):
-                ex = rng.sample(good, 2) if len(good) >= 2 else good
+            order = rng.sample(pairs, len(pairs))
+            for i in range(sft_prompts_per_variant):
+                ex = order[i % len(order)]
                 prompt = common.contrastive_prompt(t["src"], [(e["code"], e["speedup"]) for e in ex], gpu_name)
                 response = common.format_response(s["analysis"] or "-", s["design"] or "-", s["code"])
                 rows.append(dict(task=t["name"], source=f"variant:{s['variant']}", prompt=prompt, response=response))
