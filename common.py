@@ -43,12 +43,8 @@ def configure(g, argv=None):
     Returns the dict of {key: value} of all plain config values (for logging and checkpoints).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in ("-h", "--help"):  # the script's docstring, then every setting with its default
-        print((g.get("__doc__") or "").strip() + "\n\nsettings (--key=value; --preset=NAME from config/, --gpu=NAME):")
-        for k, v in g.items():
-            if not k.startswith("_") and isinstance(v, (int, float, bool, str)) and not isinstance(v, type):
-                print(f"  --{k}={v!r}" if isinstance(v, str) else f"  --{k}={v}")
-        sys.exit(0)
+    want_help = any(a in ("-h", "--help") for a in argv)  # printed after the presets, so it shows their values
+    argv = [a for a in argv if a not in ("-h", "--help")]
     pairs = []
     i = 0
     while i < len(argv):
@@ -101,7 +97,64 @@ def configure(g, argv=None):
             else:
                 sys.exit(f"error: --{key}={val!r} should be {type(default).__name__}")
         g[key] = parsed
+    if want_help:
+        print_help(g)
+        sys.exit(0)
     return {k: v for k, v in g.items() if not k.startswith("_") and isinstance(v, (int, float, bool, str, type(None)))}
+
+
+def config_block(path):
+    """[(section, [(key, comment)])] of a stage script's config block (the lines between the two "# ----" rules
+    after "# config"): each `key = value  # comment` line, a comment line right below a setting continuing its
+    comment, a comment line of its own starting a section (the first section is ""). Python's tokenizer finds the
+    comments, so a '#' inside a string value is no comment."""
+    import io
+    import tokenize
+    lines = open(path).read().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("# config")) + 1
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("# ---"))
+    comments = {}
+    for tok in tokenize.generate_tokens(io.StringIO("\n".join(lines[start:end]) + "\n").readline):
+        if tok.type == tokenize.COMMENT:
+            comments[tok.start[0] - 1] = (tok.start[1], tok.string.lstrip("#").strip())
+    groups, last = [("", [])], None
+    for i, line in enumerate(lines[start:end]):
+        m = re.match(r"(\w+)\s*=", line)
+        col, text = comments.get(i, (None, ""))
+        if m:
+            groups[-1][1].append([m.group(1), text])
+            last = groups[-1][1][-1]
+        elif col == 0 and last is None and len(groups) > 1 and not groups[-1][1]:  # a section comment goes on
+            groups[-1] = (groups[-1][0] + " " + text, [])
+        elif col == 0:
+            groups.append((text, []))
+            last = None
+        elif col is not None and last is not None:  # an indented comment line: the setting's comment goes on
+            last[1] += " " + text
+    return [(title, [tuple(x) for x in items]) for title, items in groups if items]
+
+
+def print_help(g):
+    """--help (issue 14 item 5): the first line of the script's docstring and its example commands, then one line
+    per setting, --key=value (after any --preset) and the comment beside it in the config block, grouped by the
+    block's section comments."""
+    doc = (g.get("__doc__") or "").strip().splitlines()
+    script = os.path.basename(g.get("__file__", "script.py"))
+    presets = sorted(f[:-3] for f in os.listdir(os.path.join(ROOT, "config")) if f.endswith(".py"))
+    out = [" ".join(doc[:doc.index("")] if "" in doc else doc[:1])]  # the first paragraph
+    out += [line for line in doc if re.match(r"\s+(python|torchrun) ", line)]
+    out.append(f"\nsettings (--key=value; --preset=NAME: {', '.join(presets)} from config/; --gpu=NAME: "
+               f"{', '.join(GPU_PRESETS)}). More in the docstring of {script} and in README.md.")
+    for title, items in config_block(g["__file__"]):
+        out.append(f"\n{title}:" if title else "")
+        for k, comment in items:
+            v = g.get(k)
+            setting = f"--{k}={v!r}" if isinstance(v, str) else f"--{k}={v}"
+            out.append(f"  {setting:<34} {comment}".rstrip())
+    try:
+        print("\n".join(out), flush=True)
+    except BrokenPipeError:  # `--help | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def check_device(device):
@@ -120,16 +173,57 @@ def config_keys(g):
 # -----------------------------------------------------------------------------
 # Files
 
+def parse_json_line(line, where):
+    """json.loads of one line; ValueError "<where>: not valid JSON (<reason> at column <c>); ..." when it is not."""
+    try:
+        return json.loads(line.strip())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where}: not valid JSON ({e.msg} at column {e.colno}); fix or delete that line") from None
+
+
 def read_jsonl(path):
     """Rows of a JSON-lines file; raises ValueError naming the file and line for a malformed row."""
-    rows = []
     with open(path) as f:
-        for n, line in enumerate(f, 1):
+        return [parse_json_line(line, f"{path}:{n}") for n, line in enumerate(f, 1) if line.strip()]
+
+
+def read_json(path):
+    """A JSON file; raises ValueError naming the file, line and column when it is not valid JSON."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+
+
+def error_line(res):
+    """One line saying why a bench result failed: the first line of its error, where an empty log tail ("...; log
+    tail:" and nothing after it) says that the process printed nothing, and a non-empty one gives its last line
+    (issue 14 item 4). "" for a result without an error."""
+    err = str(res.get("error") or "").strip()
+    head, sep, tail = err.partition("; log tail:")
+    if sep:
+        last = [s.strip() for s in tail.splitlines() if s.strip()]
+        return head + ("; its last output line: " + last[-1][:200] if last else "; the process printed nothing")
+    return err.splitlines()[0] if err else ""
+
+
+def read_appended(path):
+    """The rows of a JSON-lines file a stage appends to as it goes, [] when it does not exist. A line cut short by a
+    kill is skipped with a warning (and the file gets its missing newline, so the next append starts a clean line)."""
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb+") as f:
+        data = f.read()
+        if data and not data.endswith(b"\n"):
+            f.write(b"\n")
+    rows = []
+    for n, line in enumerate(data.decode(errors="replace").splitlines(), 1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
             if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{n}: not valid JSON ({e})") from None
+                print(f"warning: {path}:{n}: unreadable line skipped (a run killed while writing it?)")
     return rows
 
 
@@ -287,19 +381,92 @@ def parse_variant(src):
 # -----------------------------------------------------------------------------
 # Models
 
+def quiet_transformers():
+    """Silence transformers' own progress bars ("Loading weights", and "Writing model shards" at every checkpoint:
+    our log lines already say what was loaded or saved) with its documented switch; huggingface_hub's download bars
+    stay on unless they were off (a first download of a real model takes minutes and should show its progress)."""
+    import huggingface_hub.utils as hub
+    from transformers.utils import logging as hf_logging
+    hub_on = not hub.are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()  # turns both off ...
+    if hub_on:
+        hub.enable_progress_bars()  # ... so the hub's go back on
+
+
+def hub_unreachable(timeout_s=3.0):
+    """"" when a TCP connection to the Hugging Face endpoint ($HF_ENDPOINT, default https://huggingface.co) opens
+    within timeout_s seconds, else why not (one line). Behind a proxy ($HTTPS_PROXY) nothing is probed: ""."""
+    import socket
+    import urllib.parse
+    if os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy"):
+        return ""
+    url = urllib.parse.urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+        return ""
+    except OSError as e:
+        return f"{host}:{port} cannot be reached: {getattr(e, 'strerror', None) or e}"
+
+
+def resolve_model(name):
+    """Where load_model finds `name`: (path or Hugging Face name, local_files_only). Checked before transformers is
+    asked, so that a mistake costs a second and one line instead of a minute of retries and a traceback (issue 14
+    item 4): an existing folder must hold a model (config.json); a name that looks like a path (starts with / . ~,
+    has more than one "/", or its first part is an existing folder, like out/sftt) but does not exist is a
+    mistyped folder, and the closest names beside it are suggested; anything else is a Hugging Face name, loaded
+    from the local cache without the network when $HF_HUB_OFFLINE is set or the Hub cannot be reached
+    (hub_unreachable), an error when it is not cached then. Raises RuntimeError: one line, the cause and the fix."""
+    import difflib
+    path = os.path.expanduser(name)
+    if os.path.isdir(path):
+        if not os.path.exists(os.path.join(path, "config.json")):
+            raise RuntimeError(f"model folder {name!r} holds no model (no config.json); give a folder that sft.py or "
+                               "rl.py saved (out/sft, out/rl/ckpt) or a Hugging Face name")
+        return path, True
+    parts = name.strip("/").split("/")
+    if name.startswith(("/", ".", "~")) or len(parts) > 2 or os.path.isdir(parts[0]) and len(parts) == 2:
+        parent = os.path.dirname(os.path.normpath(path)) or "."
+        if os.path.isdir(parent):
+            near = difflib.get_close_matches(os.path.basename(os.path.normpath(path)), sorted(os.listdir(parent)), 3, 0.6)
+            hint = ("did you mean " + " or ".join(repr(os.path.join(os.path.dirname(os.path.normpath(name)), m))
+                                                  for m in near) + "?" if near else
+                    f"{parent} holds: {', '.join(sorted(os.listdir(parent))[:8]) or 'nothing'}")
+        else:
+            hint = f"its folder {parent} does not exist either"
+        raise RuntimeError(f"model folder {name!r} does not exist; {hint}")
+    cached = False
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except Exception:  # not a valid repo id: transformers says so below
+        pass
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    why = "HF_HUB_OFFLINE is set" if offline else hub_unreachable()
+    if why and not cached:
+        raise RuntimeError(f"model {name!r} is neither a local folder nor in the Hugging Face cache, and cannot be "
+                           f"downloaded ({why}); download it where there is network (hf download {name}) or give "
+                           "a local folder")
+    return name, bool(why)
+
+
 def load_model(name_or_path, device="cpu", dtype="float32"):
     """(model, tokenizer) from a Hugging Face name or a local folder (what sft.py and rl.py save).
 
-    Raises RuntimeError with the model name and the cause when it cannot be loaded (missing folder, no network,
-    unknown architecture), instead of a long transformers traceback.
+    Raises RuntimeError with one line, the model name and the cause when it cannot be loaded (resolve_model: a
+    missing or mistyped folder, no network; else the first line of transformers' error: an unknown name on the
+    Hub, an unknown architecture), instead of a long transformers traceback.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    source, local_only = resolve_model(name_or_path)
+    quiet_transformers()
     try:
-        tok = AutoTokenizer.from_pretrained(name_or_path)
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=getattr(torch, dtype))
+        tok = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype), local_files_only=local_only)
     except Exception as e:  # OSError, ValueError, HTTP errors... all mean the same thing to the user
-        raise RuntimeError(f"cannot load model {name_or_path!r}: {type(e).__name__}: {e}") from e
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise RuntimeError(f"cannot load model {name_or_path!r}: {type(e).__name__}: {first}") from e
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return model.to(device), tok
@@ -594,10 +761,56 @@ TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_R
 
 def run_script(script, args):
     """Run another stage script of this repo as a plain single-process subprocess (torchrun's variables removed, so
-    a stage started from one rank never tries to join that rank's process group). Exits with a one-line error
-    when it fails."""
+    a stage started from one rank never tries to join that rank's process group) and wait for it.
+
+    The stage runs in a session of its own, so a Ctrl-C in the terminal reaches only this process, which passes it
+    on once (SIGINT), as it passes on a SIGTERM (what `kill` and `timeout` send to this process alone): the stage's
+    own handler then saves what it has and exits (issue 14 item 3). Returns (exit status, the signal passed on or
+    None); the caller says what it means."""
+    import signal
     import subprocess
     env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV}
     print(f"$ python {script} {' '.join(args)}", flush=True)
-    if subprocess.run([sys.executable, os.path.join(ROOT, script)] + list(args), env=env).returncode != 0:
-        sys.exit(f"error: {script} failed (its message is above); fix that and run this command again")
+    got, proc = [], []
+
+    def forward(sig, frame):
+        got.append(sig)
+        if proc and proc[0].poll() is None:
+            proc[0].send_signal(sig)
+    # installed before the stage starts: it then inherits the default SIGINT action even where this process was
+    # started with SIGINT ignored (a shell's background job), and a signal during its start is not lost
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        proc.append(subprocess.Popen([sys.executable, os.path.join(ROOT, script)] + list(args), env=env,
+                                     start_new_session=True))
+        if got:
+            proc[0].send_signal(got[0])
+        rc = proc[0].wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if proc and proc[0].poll() is None:  # this process is failing: do not leave the stage running on its own
+            proc[0].kill()
+    return rc, (got[0] if got else None)
+
+
+def exit_on_interrupt(hint="rerun the same command to continue"):
+    """For a stage script's main: SIGTERM raises KeyboardInterrupt as Ctrl-C does, so the script's own handlers (which
+    save what they have) run for both; one that no handler stops ends the script with one line and exit status 130,
+    not a traceback (issue 14 item 3)."""
+    import signal
+    script = os.path.basename(sys.argv[0])
+
+    def on_term(sig, frame):
+        raise KeyboardInterrupt("SIGTERM")
+    signal.signal(signal.SIGTERM, on_term)
+    hook = sys.excepthook
+
+    def excepthook(kind, value, tb):
+        if not issubclass(kind, KeyboardInterrupt):
+            return hook(kind, value, tb)
+        sys.stdout.flush()
+        print(f"{script} interrupted ({str(value) or 'Ctrl-C'}): what it had written is kept; {hint}", file=sys.stderr,
+              flush=True)
+        os._exit(130)
+    sys.excepthook = excepthook

@@ -13,6 +13,8 @@ Writes to out_dir:
   seed.jsonl   (with variants_dir) every project-written kernel with its measured bench.py result
   db.json      (with variants_dir) the exemplar database rl.py starts from: {task: [{code, speedup, step, source}]}
   sft.jsonl    (with variants_dir) (prompt, response) pairs for sft.py
+  seed.partial.jsonl  while the kernels are measured: each result as it comes; an interrupted run's rerun reuses
+               them (Ctrl-C or SIGTERM lose no measurement), and the file is deleted once seed.jsonl is written
 The KernelBench files are read from a local folder (../shared/kernelbench here) or, with --download=True,
 fetched from the KernelBench GitHub repository with the standard library; they are never copied into the repo.
 
@@ -47,10 +49,10 @@ Split: "heldout" (default) puts a task in "eval" when a hash of its name falls i
 is deterministic and stable as tasks are added; "paper" trains and evaluates on all tasks, as CUDA-L1 did
 (REFERENCE.md §1.5: no train/test split).
 """
-import ast
 import glob
 import hashlib
 import io
+import itertools
 import json
 import os
 import random
@@ -62,39 +64,40 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import common
+import taskset
 
 # -----------------------------------------------------------------------------
 # config
-kernelbench_dir = os.environ.get("KERNELBENCH_DIR") or os.path.join(common.ROOT, "..", "shared", "kernelbench")
+kernelbench_dir = taskset.KERNELBENCH_DEFAULT  # KernelBench's task files ($KERNELBENCH_DIR, else ../shared/kernelbench)
 download = False  # fetch KernelBench from GitHub when kernelbench_dir does not exist
-kernelbench_url = "https://github.com/ScalingIntelligence/KernelBench/archive/refs/heads/main.tar.gz"
-levels = "1,2,3"
+kernelbench_url = "https://github.com/ScalingIntelligence/KernelBench/archive/refs/heads/main.tar.gz"  # for download
+levels = "1,2,3"  # KernelBench levels of the task set
 task_names = ""  # comma list of "level1/25_Swish"-style names; empty = every task of the levels
 split = "heldout"  # heldout | paper
-eval_fraction = 0.2
-out_dir = "out"
+eval_fraction = 0.2  # share of the tasks held out for evaluation (split=heldout)
+out_dir = "out"  # the run folder the other stages read
 variants_dir = ""  # project-written kernels, <variants_dir>/<task stem>/*.py, measured and used as seeds + SFT data
-sft_prompts_per_variant = 4  # SFT rows per kernel, each with a different random pair of exemplars in the prompt
-device = "cuda"
-gpu = "h200"
-arch = "9.0"
-gpu_name = "NVIDIA H200"
-num_correct_trials = 5
-time_budget_s = 2.0
-timeout_s = 300.0
+sft_prompts_per_variant = 4  # SFT rows per kernel; the pairs of exemplars in its prompts go round all pairs
+device = "cuda"  # where kernels are measured: cuda | cpu
+gpu = "h200"  # --gpu=NAME sets device, arch and gpu_name from common.GPU_PRESETS
+arch = "9.0"  # TORCH_CUDA_ARCH_LIST for nvcc
+gpu_name = "NVIDIA H200"  # the GPU the prompts name
+num_correct_trials = 5  # bench's correctness trials per kernel
+time_budget_s = 2.0  # bench: seconds the timed calls of one kernel should take
+timeout_s = 300.0  # bench: per kernel, build included, s
 build_workers = 0  # 0 = one per CPU core
-seed = 1337
+seed = 1337  # exemplar pairs and the order of the SFT rows
 screen_degenerate = "auto"  # auto (on for CUDA) | True | False: degeneracy screen and ref_ms per task
 # stage-1 data from teachers
 teachers = ""  # comma list of hf:<HF name or folder> | openai:<model>
 teacher_tries = 20  # K: answers per teacher and task (CUDA-L1: up to 20)
 teacher_keep = 2  # M: distinct verified kernels kept per teacher and task (CUDA-L1: at most 2)
 teacher_batch = 4  # tries per task generated and verified together (a (teacher, task) stops once it has M)
-teacher_temperature = 1.0
-teacher_max_new_tokens = 8192
+teacher_temperature = 1.0  # sampling temperature of the teachers
+teacher_max_new_tokens = 8192  # longest teacher answer, in tokens
 teacher_concurrency = 8  # parallel requests to an OpenAI-compatible endpoint
 teacher_retries = 4  # per request, on connection errors, HTTP 429 and 5xx, waiting 1, 2, 4... s
-teacher_http_timeout_s = 600.0
+teacher_http_timeout_s = 600.0  # per request to an endpoint, s
 # import of existing kernels
 import_kernels = ""  # comma list of files: CUDA-L1 release JSONL, {task, code} JSONL, rl.py's db.json
 # -----------------------------------------------------------------------------
@@ -104,18 +107,6 @@ def split_of(name, frac):
     """Deterministic held-out split: hash of the task name, so adding tasks never moves existing ones."""
     h = int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
     return "eval" if h >= 1.0 - frac else "train"
-
-
-def check_task(path, src):
-    """Raise ValueError unless src is a KernelBench task: parses, defines Model, get_inputs, get_init_inputs."""
-    try:
-        tree = ast.parse(src)
-    except SyntaxError as e:
-        raise ValueError(f"{path}: not valid Python ({e})") from None
-    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
-    missing = {"Model", "get_inputs", "get_init_inputs"} - names
-    if missing:
-        raise ValueError(f"{path}: not a KernelBench task, missing {', '.join(sorted(missing))}")
 
 
 def fetch_kernelbench(dest):
@@ -134,37 +125,11 @@ def fetch_kernelbench(dest):
                     f.write(tar.extractfile(m).read())
 
 
-def load_tasks(root, level_list, names):
-    """Task rows from a KernelBench folder (level1/, level2/, ... inside) or a flat folder of task files (level 0,
-    names "<folder>/<stem>", used for the project-written CPU tasks). Raises ValueError for a bad folder or file."""
-    if not os.path.isdir(root):
-        raise ValueError(f"task folder {root!r} does not exist")
-    files = []
-    if any(os.path.isdir(os.path.join(root, f"level{L}")) for L in level_list):
-        for L in level_list:
-            files += [(L, p, f"level{L}/{os.path.basename(p)[:-3]}")
-                      for p in sorted(glob.glob(os.path.join(root, f"level{L}", "*.py")))]
-    else:
-        base = os.path.basename(os.path.normpath(root))
-        files = [(0, p, f"{base}/{os.path.basename(p)[:-3]}") for p in sorted(glob.glob(os.path.join(root, "*.py")))]
-    if names:
-        want = set(names)
-        files = [f for f in files if f[2] in want]
-        missing = want - {f[2] for f in files}
-        if missing:
-            raise ValueError(f"tasks not found in {root}: {', '.join(sorted(missing))}")
-    if not files:
-        raise ValueError(f"no task files in {root!r} for levels {level_list}")
-    rows = []
-    for L, path, name in files:
-        src = open(path).read()
-        check_task(path, src)
-        rows.append(dict(name=name, level=L, file=os.path.abspath(path), src=src))
-    return rows
-
-
 def measure_variants(tasks):
-    """Measure every project-written kernel of every task with bench.py; returns seed rows."""
+    """Measure every project-written kernel of every task with bench.py; returns seed rows. Each result is appended
+    to out_dir/seed.partial.jsonl as soon as it is measured, so a rerun after an interrupt measures only the kernels
+    that file lacks (issue 14 item 3); the main program deletes it once seed.jsonl is written."""
+    import threading
     import bench
     jobs, meta = [], []
     for t in tasks:
@@ -175,28 +140,58 @@ def measure_variants(tasks):
             meta.append(dict(task=t["name"], variant=os.path.basename(path)[:-3], code=code,
                              expect=m.get("expect", "correct"), design=m.get("design", ""),
                              analysis=m.get("analysis", "")))
-    assert jobs, f"no kernels found under {variants_dir}/<task stem>/"
-    results = bench.evaluate_many(jobs, device=device, arch=arch or None, num_correct_trials=num_correct_trials,
+    if not jobs:
+        sys.exit(f"error: no kernels under {variants_dir}/<task stem>/*.py for the {len(tasks)} tasks "
+                 f"({', '.join(t['name'] for t in tasks[:3])}...); check --variants_dir")
+    journal = os.path.join(out_dir, "seed.partial.jsonl")
+    key = lambda j: f"{j[0]}|{hashlib.sha256(j[2].encode()).hexdigest()[:16]}|{device}"
+    done = {r["key"]: r["result"] for r in common.read_appended(journal) if {"key", "result"} <= set(r)}
+    todo = [j for j in jobs if key(j) not in done]
+    if len(todo) < len(jobs):
+        print(f"reusing {len(jobs) - len(todo)} of {len(jobs)} kernels measured by an interrupted run ({journal})")
+    lock = threading.Lock()
+
+    def keep(i, r):  # as each kernel is measured (bench's worker thread)
+        with lock:
+            done[key(todo[i])] = r
+            common.append_jsonl(journal, dict(key=key(todo[i]), result=r))
+    if todo:
+        out = bench.evaluate_many(todo, device=device, arch=arch or None, num_correct_trials=num_correct_trials,
                                   time_budget_s=time_budget_s, timeout_s=timeout_s,
-                                  build_workers=build_workers or None, progress=True)
+                                  build_workers=build_workers or None, progress=True, on_result=keep)
+        for j, r in zip(todo, out):
+            done.setdefault(key(j), r)
     rows = []
-    for m, r in zip(meta, results):
+    for m, j in zip(meta, jobs):
+        r = done[key(j)]
         rows.append(dict(m, result=r, correct=bool(r["correct"]), speedup=r.get("speedup")))
-        print(f"  {m['task']:<28} {m['variant']:<28} expect={m['expect']:<8} {bench.result_summary(r)}")
+        print(f"  {m['task']:<28} {m['variant']:<28} expect={m['expect']:<8} {result_line(r)}")
     return rows
+
+
+def result_line(r):
+    """bench.result_summary with the error as common.error_line gives it (never an empty "log tail:")."""
+    import bench
+    return bench.result_summary(dict(r, error=common.error_line(r)))
 
 
 def sft_rows(tasks, seeds, rng):
     """SFT pairs: each project-written kernel (right or wrong) as the answer to contrastive prompts whose two
-    exemplars are other measured-correct kernels of the task, so the model learns the stage-3 format and has no
-    preference yet: which kernel is fast is left for RL to find out from the timings."""
+    exemplars are measured-correct kernels of the task, so the model learns the stage-3 format and has no
+    preference yet: which kernel is fast is left for RL to find out from the timings. Every kernel gets the pairs of
+    exemplars in turn (each pair as often, in a shuffled order), not pairs drawn at random: with random pairs some
+    pair never leads to some kernel, the SFT model then never writes it after that pair, and RL, whose prompts show
+    the fastest kernel most often (bucket sampling), could not find it (issue 14 item 2: seeds where RL settled on a
+    slower kernel)."""
     rows = []
     for t in tasks:
         mine = [s for s in seeds if s["task"] == t["name"]]
         good = [s for s in mine if s["correct"]]
+        pairs = [list(p) for p in itertools.combinations(good, 2)] or [good]
         for s in mine:
-            for _ in range(sft_prompts_per_variant):
-                ex = rng.sample(good, 2) if len(good) >= 2 else good
+            order = rng.sample(pairs, len(pairs))
+            for i in range(sft_prompts_per_variant):
+                ex = order[i % len(order)]
                 prompt = common.contrastive_prompt(t["src"], [(e["code"], e["speedup"]) for e in ex], gpu_name)
                 response = common.format_response(s["analysis"] or "-", s["design"] or "-", s["code"])
                 rows.append(dict(task=t["name"], source=f"variant:{s['variant']}", prompt=prompt, response=response))
@@ -419,21 +414,17 @@ def teacher_summary(attempts):
 
 def read_import(path, tasks):
     """[(task name, code, source)] from a kernels file: rl.py's db.json, or JSON lines in the CUDA-L1 release
-    format or this project's {task, code} format (evaluate.read_kernels; CUDA-L1 lines are matched to the task set
+    format or this project's {task, code} format (taskset.read_kernels; CUDA-L1 lines are matched to the task set
     by level and KernelBench id). Raises ValueError for a missing or malformed file."""
     if not os.path.exists(path):
         raise ValueError(f"import file {path!r} does not exist")
     src = os.path.basename(path)
     if path.endswith(".json"):
-        try:
-            db = json.load(open(path))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
+        db = common.read_json(path)
         if not isinstance(db, dict) or not all(isinstance(v, list) for v in db.values()):
             raise ValueError(f"{path}: expected rl.py's db.json, {{task: [{{code, speedup}}, ...]}}")
         return [(n, e["code"], f"import:{src}") for n, es in db.items() for e in es if e.get("code")]
-    import evaluate
-    krows = evaluate.match_tasks(evaluate.read_kernels(path), tasks)
+    krows = taskset.match_tasks(taskset.read_kernels(path), tasks)
     return [(k["task"], k["code"], f"import:{src}") for k in krows if k["code"]]
 
 
@@ -456,7 +447,7 @@ def import_kernels_run(tasks):
     for i, ((n, code, srcname), r) in enumerate(zip(train, results)):
         common.append_jsonl(rep, dict(task=n, source=srcname, status=r["status"], speedup=r.get("speedup"),
                                       error=(r.get("error") or "")[:300]))
-        print(f"  {srcname:<32} {bench.result_summary(r)}")
+        print(f"  {srcname:<32} {result_line(r)}")
         if r["status"] != "ok":
             continue
         seeds.append(dict(task=n, variant=f"{srcname}:{i}", code=code, expect="correct", design="", analysis="",
@@ -468,6 +459,7 @@ def import_kernels_run(tasks):
 
 
 if __name__ == "__main__":
+    common.exit_on_interrupt()
     common.configure(globals())
     if split not in ("heldout", "paper"):
         sys.exit(f"error: --split must be heldout or paper, not {split!r}")
@@ -481,7 +473,7 @@ if __name__ == "__main__":
         kernelbench_dir = os.path.join(out_dir, "kernelbench")
         fetch_kernelbench(kernelbench_dir)
     try:
-        tasks = load_tasks(kernelbench_dir, [int(x) for x in str(levels).split(",") if x],
+        tasks = taskset.load_tasks(kernelbench_dir, [int(x) for x in str(levels).split(",") if x],
                            [n for n in task_names.split(",") if n])
     except ValueError as e:
         sys.exit(f"error: {e}")
@@ -506,6 +498,8 @@ if __name__ == "__main__":
             with open(os.path.join(out_dir, "seed.jsonl"), "w") as f:
                 for s in seeds:
                     f.write(common.json.dumps(s) + "\n")
+            if os.path.exists(os.path.join(out_dir, "seed.partial.jsonl")):  # a rerun must measure again
+                os.remove(os.path.join(out_dir, "seed.partial.jsonl"))
             sys.exit(f"error: {len(wrong)} of {len(seeds)} seed kernels were not judged as labelled "
                      f"(results in {out_dir}/seed.jsonl); is the GPU, nvcc and CUDA_HOME set up?")
         rows = sft_rows(tasks, seeds, rng)
@@ -521,7 +515,9 @@ if __name__ == "__main__":
         except TeacherError as e:
             sys.exit(f"error: {e}\n(every answer and verdict so far is in {out_dir}/teacher/; rerun to continue)")
         except KeyboardInterrupt:
-            sys.exit(f"interrupted: every answer and verdict so far is in {out_dir}/teacher/; rerun to continue")
+            print(f"interrupted: every answer and verdict so far is in {out_dir}/teacher/; rerun to continue",
+                  file=sys.stderr)
+            sys.exit(130)
         seeds += [dict(task=k["task"], variant=f"teacher:{k['teacher']}:{k['try']}", code=k["code"], expect="correct",
                        design="", analysis="", result=k["result"], correct=True, speedup=k["speedup"],
                        source=f"teacher:{k['teacher']}") for k in kept]
@@ -542,4 +538,6 @@ if __name__ == "__main__":
         with open(os.path.join(out_dir, "sft.jsonl"), "w") as f:
             for r in rows:
                 f.write(common.json.dumps(r) + "\n")
+        if os.path.exists(os.path.join(out_dir, "seed.partial.jsonl")):  # its results are in seed.jsonl now
+            os.remove(os.path.join(out_dir, "seed.partial.jsonl"))
         print(f"{len(seeds)} seed kernels ({sum(s['correct'] for s in seeds)} correct), {len(rows)} SFT rows -> {out_dir}")

@@ -75,41 +75,41 @@ import common
 # -----------------------------------------------------------------------------
 # config
 policy = ""  # HF name or folder to start from; "" = out_dir/sft when it exists, else default_model
-default_model = "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+default_model = "Qwen/Qwen2.5-Coder-1.5B-Instruct"  # the policy when there is neither --policy nor out_dir/sft
 out_dir = "out"  # reads tasks.jsonl, db.json, seed.jsonl from here; writes out_dir/rl
 split = "train"  # which tasks of tasks.jsonl to train on: train | eval | all
 train_degenerate = False  # also train on tasks prepare.py's screen found degenerate (REFERENCE.md §3; issue 6 item 3)
-gpu = "a100"
-device = "cuda"
+gpu = "a100"  # --gpu=NAME sets device, arch, gpu_name and batch sizes from common.GPU_PRESETS
+device = "cuda"  # where the policy trains and the kernels run: cuda | cpu
 arch = "8.0"  # TORCH_CUDA_ARCH_LIST for nvcc
-gpu_name = "NVIDIA A100"
+gpu_name = "NVIDIA A100"  # the GPU the prompt names
 # GRPO (TRL names, REFERENCE.md §5)
 num_prompts = 4  # prompts (tasks) per step
 num_generations = 8  # G, answers per prompt
-max_completion_length = 4096
-temperature = 1.0
-top_p = 1.0
+max_completion_length = 4096  # longest answer, in tokens
+temperature = 1.0  # sampling temperature (the log-probs of the loss use it too)
+top_p = 1.0  # nucleus sampling; 1 = off
 beta = 0.0  # k3 KL weight to the frozen initial model; 0 loads no reference model
-epsilon = 0.2
-epsilon_high = 0.2
+epsilon = 0.2  # lower clip of the probability ratio: 1 - epsilon
+epsilon_high = 0.2  # upper clip: 1 + epsilon_high (DAPO's clip-higher when larger than epsilon)
 num_iterations = 1  # optimizer passes per generated batch
 loss_type = "grpo"  # grpo | bnpo | dr_grpo | dapo
 scale_rewards = "group"  # group | batch | none
-mask_truncated_completions = True
+mask_truncated_completions = True  # no loss on answers cut at max_completion_length
 # reward (CUDA-L1 §3)
-failure_reward = 0.0
+failure_reward = 0.0  # reward of an answer that fails (format, build, crash, wrong output, hack)
 reward_clip = 1.5  # normalise rewards (over reward_norm's set), then clip to +-reward_clip; 0 disables
 reward_norm = "batch"  # batch | group: normalise-and-clip over the whole batch or each prompt's group (issue 13)
 # exemplars (CUDA-L1 §3: bucket sampling)
-num_exemplars = 2
+num_exemplars = 2  # earlier kernels with their speedups in each prompt
 exemplar_sampling = "bucket"  # bucket | random
 delta_s = 0.25  # bucket width, in x of speedup
 tau = 1.0  # softmax temperature over centred bucket means
 # optimisation
-lr = 1e-6
-weight_decay = 0.0
-grad_clip = 1.0
-micro_batch_size = 1
+lr = 1e-6  # AdamW learning rate
+weight_decay = 0.0  # AdamW weight decay
+grad_clip = 1.0  # gradient norm clip
+micro_batch_size = 1  # answers per forward/backward pass
 logp_chunk_size = 512  # completion tokens per chunk of the log-prob head (memory: B x chunk x vocab fp32); 0 = all
 gradient_checkpointing = False  # recompute activations in backward: less memory, more time (scripts/rl_scale.py)
 async_rollouts = False  # generate step k+1's rollouts while step k's kernels compile (docstring: staleness)
@@ -118,21 +118,22 @@ use_vllm = False  # sample with a colocated vLLM engine (common.load_vllm); Fals
 vllm_gpu_memory_utilization = 0.3  # the GPU memory share vLLM may take; training needs the rest
 vllm_max_model_len = 0  # prompt + completion tokens vLLM reserves KV cache for; 0 = the model's maximum
 dtype = "bfloat16"  # autocast dtype on CUDA; weights and optimizer stay in float32
-max_steps = 200
-save_interval = 10
-seed = 1337
-resume = False
+max_steps = 200  # GRPO steps
+save_interval = 10  # checkpoint every this many steps (and at the end and on Ctrl-C)
+seed = 1337  # task order, exemplar draws and sampling
+resume = False  # continue out_dir/rl/ckpt (and an interrupted chain) instead of refusing an existing run
 result_cache = ""  # a JSON {key: bench result} from an earlier run on the same GPU (rl/cache.json) to reuse
 # evaluation of kernels (bench.py)
-num_correct_trials = 5
-time_budget_s = 2.0
-timeout_s = 300.0
-build_workers = 0  # 0 = one per CPU core
-# the tiny presets chain the other stages; these two are passed on to prepare.py
+num_correct_trials = 5  # correctness trials per kernel, each on fresh inputs
+time_budget_s = 2.0  # seconds the timed calls of one kernel should take
+timeout_s = 300.0  # per kernel: build, checks and timing, s
+build_workers = 0  # parallel builds; 0 = one per CPU core
+# chaining (the presets): prepare.py and sft.py before RL, evaluate.py after; --preset --gpu --out_dir --device
+# --arch --gpu_name --build_workers --kernelbench_dir --download --seed of this command go to them too
 kernelbench_dir = ""  # "" = prepare.py's default ($KERNELBENCH_DIR or ../shared/kernelbench)
-download = False
-prepare_if_missing = False
-run_evaluate = False
+download = False  # prepare.py fetches KernelBench from GitHub when kernelbench_dir does not exist
+prepare_if_missing = False  # run prepare.py and sft.py first where their outputs are missing or unfinished
+run_evaluate = False  # run evaluate.py after RL: the model before RL (the SFT model) and after, side by side
 # -----------------------------------------------------------------------------
 
 
@@ -280,11 +281,41 @@ def behaviour_logp(rows, device="cpu"):
     return out.to(device)
 
 
+CHAIN = ("prepare.py", "sft.py", "rl.py", "evaluate.py")  # the stages a preset chains, in this order
+
+
+def chain_state(script=None, state=None):
+    """out_dir/chain.json, {script: "started" | "done"} for the stages this run chained; with script and state it
+    is updated first. A stage left "started" was interrupted, and a rerun runs it again to continue."""
+    path = os.path.join(out_dir, "chain.json")
+    st = common.read_json(path) if os.path.exists(path) else {}
+    if script:
+        st[script] = state
+        os.makedirs(out_dir, exist_ok=True)
+        common.write_json_atomic(path, st)
+    return st
+
+
 def run_stage(script, argv, extra=()):
-    """Run another stage script as a subprocess with the settings it shares with this one (+ extra args)."""
+    """Run another stage script as a subprocess with the settings it shares with this one (+ extra args), marked
+    started and then done in chain.json. A Ctrl-C or SIGTERM goes on to the stage (common.run_script), which keeps
+    what it measured or trained; this run then stops with exit status 130 and one line naming the stage and the
+    command that continues (issue 14 item 3). A stage that fails stops this run with exit status 1."""
     shared = ("--preset", "--gpu", "--out_dir", "--device", "--arch", "--gpu_name", "--build_workers",
-              "--kernelbench_dir", "--download")
-    common.run_script(script, [a for a in argv if a.split("=")[0] in shared] + list(extra))
+              "--kernelbench_dir", "--download", "--seed")
+    chain_state(script, "started")
+    rc, sig = common.run_script(script, [a for a in argv if a.split("=")[0] in shared] + list(extra))
+    if rc == 0:
+        chain_state(script, "done")
+    if sig is None and rc == 0:
+        return
+    if sig is None and rc not in (130, -signal.SIGINT, -signal.SIGTERM):
+        sys.exit(f"error: {script} failed (exit status {rc}; its message is above); fix that and run this command again")
+    # after RL has steps, only --resume=True continues this out_dir (a plain rerun refuses to mix two runs)
+    again = " ".join(["python rl.py"] + argv + ([] if resume or script in CHAIN[:2] else ["--resume=True"]))
+    print(f"interrupted {'after' if rc == 0 else 'during'} {script} (stage {CHAIN.index(script) + 1} of 4: prepare "
+          f"-> sft -> rl -> evaluate); what it measured or trained is kept; continue with: {again}", flush=True)
+    sys.exit(130)
 
 
 def load_database(out_dir, task_names):
@@ -425,6 +456,7 @@ def plot(history, path):
 
 if __name__ == "__main__":
     import bench
+    common.exit_on_interrupt("continue with the same command and --resume=True")
     common.configure(globals())
     for key, ok in (("loss_type", ("grpo", "bnpo", "dr_grpo", "dapo")), ("scale_rewards", ("group", "batch", "none")),
                     ("reward_norm", ("batch", "group")),
@@ -435,14 +467,19 @@ if __name__ == "__main__":
     argv = sys.argv[1:]
     rank, world, local_rank, device = common.ddp_setup(device)
     master = rank == 0  # only rank 0 writes files
-    assert num_prompts % world == 0, f"num_prompts={num_prompts} must be a multiple of the {world} ranks"
+    if num_prompts % world:
+        sys.exit(f"error: num_prompts={num_prompts} must be a multiple of the {world} ranks")
     k_local = num_prompts // world  # prompts of this rank
     rl_dir = os.path.join(out_dir, "rl")
-    # the earlier stages, when the preset chains them: rank 0 runs them, the other ranks wait at the barrier
-    if master and prepare_if_missing and not os.path.exists(os.path.join(out_dir, "db.json")):
+    # the earlier stages, when the preset chains them: rank 0 runs them, the other ranks wait at the barrier. A stage
+    # whose output is missing runs; so does one an interrupt left unfinished (chain.json), continuing where it was.
+    chain = chain_state() if master and prepare_if_missing else {}
+    if master and prepare_if_missing and (not os.path.exists(os.path.join(out_dir, "db.json"))
+                                          or chain.get("prepare.py") == "started"):
         run_stage("prepare.py", argv)
-    if master and prepare_if_missing and not policy and not os.path.exists(os.path.join(out_dir, "sft", "config.json")):
-        run_stage("sft.py", argv)
+    if master and prepare_if_missing and not policy and (not os.path.exists(os.path.join(out_dir, "sft", "config.json"))
+                                                         or chain.get("sft.py") == "started"):
+        run_stage("sft.py", argv, ["--resume=True"] if chain.get("sft.py") == "started" else [])
     common.ddp_barrier()
     log_path = os.path.join(rl_dir, "log.jsonl")
     if not resume and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
@@ -465,11 +502,15 @@ if __name__ == "__main__":
         if rank == 0:
             print(f"not training on {len(degenerate)} degenerate tasks (prepare.py's screen; --train_degenerate=True "
                   f"to include them): {', '.join(degenerate[:8])}{' ...' if len(degenerate) > 8 else ''}")
-    assert train_tasks, f"no tasks with split={split!r} in {out_dir}/tasks.jsonl" + (
-        f" that are not degenerate ({len(degenerate)} are; --train_degenerate=True to use them)" if degenerate else "")
-    db, cache = load_database(out_dir, list(tasks))
-    if result_cache:  # measurements of an earlier run on the same GPU (same task + same source = same kernel)
-        cache.update(common.json.load(open(result_cache)))
+    if not train_tasks:
+        sys.exit(f"error: no tasks with split={split!r} in {out_dir}/tasks.jsonl" + (
+            f" that are not degenerate ({len(degenerate)} are; --train_degenerate=True to use them)" if degenerate else ""))
+    try:
+        db, cache = load_database(out_dir, list(tasks))
+        if result_cache:  # measurements of an earlier run on the same GPU (same task + same source = same kernel)
+            cache.update(common.read_json(result_cache))
+    except (ValueError, OSError) as e:
+        sys.exit(f"error: {e}")
     best_seed = {n: max([e["speedup"] for e in db[n]], default=0.0) or 1.0 for n in tasks}
 
     ckpt_dir = os.path.join(rl_dir, "ckpt")
@@ -597,10 +638,10 @@ if __name__ == "__main__":
         if sig == signal.SIGINT and signal.SIGINT in stop:
             raise KeyboardInterrupt
         if not stop and master:
-            print(f"interrupted: finishing step {step}, then saving a checkpoint (Ctrl-C again: quit without)", flush=True)
+            print(f"rl.py interrupted during RL step {step} (stage 3 of 4 when chained): finishing the step, then saving "
+                  "a checkpoint (Ctrl-C again: quit without)", flush=True)
         stop.append(sig)
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         while step < max_steps:
             t0 = time.time()
@@ -693,11 +734,14 @@ if __name__ == "__main__":
                     save(rank_rngs)
             if halt:
                 if master:
-                    print(f"saved a checkpoint at step {step} in {ckpt_dir}; continue with --resume", flush=True)
+                    print(f"saved a checkpoint at step {step} in {ckpt_dir}; continue with the same command and "
+                          "--resume=True", flush=True)
                 sys.exit(130)
     except KeyboardInterrupt:
-        print(f"rank {rank}: stopped at once, no checkpoint written; --resume continues from the last one")
+        print(f"rank {rank}: stopped at once, no checkpoint written; --resume=True continues from the last one")
         sys.exit(130)
+    for sig, handler in handlers.items():  # RL is over: an interrupt from here on is no step's
+        signal.signal(sig, handler)
     if master and history:
         first, last = history[0], history[-1]
         print(f"speedup of sampled kernels (failures as 0): step 0 {first['speedup_all']:.2f}x -> step {last['step']} "
@@ -705,5 +749,5 @@ if __name__ == "__main__":
               f"{last['frac_of_best']:.2f}")
     del llm
     common.ddp_cleanup()
-    if master and run_evaluate:
-        run_stage("evaluate.py", argv, [f"--model={ckpt_dir}"])
+    if master and run_evaluate:  # the model before RL and after, on the same prompts (issue 14 item 2)
+        run_stage("evaluate.py", argv, [f"--model=before_rl={init_src},after_rl={ckpt_dir}"])

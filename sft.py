@@ -59,38 +59,38 @@ import common
 # -----------------------------------------------------------------------------
 # config
 init_from = "Qwen/Qwen2.5-Coder-1.5B-Instruct"  # HF name or folder, or "tiny" (a model built from the config below)
-out_dir = "out"
+out_dir = "out"  # the run folder: out_dir/sft (stage 1), out_dir/self_train (stage 2)
 data = ""  # JSONL of {prompt, response}; default out_dir/sft.jsonl
 # the tiny model (init_from="tiny")
-vocab_size = 4096
+vocab_size = 4096  # BPE vocabulary trained on the data itself
 max_token_length = 32  # longest merged token, in characters (no pre-tokenisation: merges cross spaces/newlines)
-n_layer = 2
-n_head = 4
-n_embd = 128
-block_size = 8192
+n_layer = 2  # transformer layers
+n_head = 4  # attention heads
+n_embd = 128  # hidden size
+block_size = 8192  # longest sequence the model is built for, in tokens
 # training
 max_len = 4096  # tokens per example; longer prompts are cut from the left
 batch_size = 8  # examples per micro-batch and rank
 grad_accum = 1  # micro-batches per optimizer step
-max_iters = 300
-lr = 1e-5
-min_lr = 1e-6
-warmup_iters = 10
-weight_decay = 0.0
-grad_clip = 1.0
-val_fraction = 0.1
-eval_interval = 50
-log_interval = 10
+max_iters = 300  # optimizer steps
+lr = 1e-5  # peak learning rate (AdamW)
+min_lr = 1e-6  # learning rate at the end of the cosine decay
+warmup_iters = 10  # linear warm-up steps
+weight_decay = 0.0  # AdamW weight decay
+grad_clip = 1.0  # gradient norm clip
+val_fraction = 0.1  # share of the rows held out for the validation loss
+eval_interval = 50  # validation loss every this many steps
+log_interval = 10  # a log line every this many steps
 save_interval = 0  # checkpoint every this many iterations (0 = only at the end and on Ctrl-C)
 stop_iter = 0  # stop after this iteration with a checkpoint, as an interruption would (time-boxed jobs); 0 = never
-device = "cuda" if torch.cuda.is_available() else "cpu"
+device = "cuda" if torch.cuda.is_available() else "cpu"  # cuda | cpu
 dtype = "bfloat16"  # autocast dtype on CUDA ("float32" = no autocast)
 param_dtype = "float32"  # weights and AdamW state; "bfloat16" halves their memory
-gradient_checkpointing = False
-resume = False
-seed = 1337
+gradient_checkpointing = False  # recompute activations in the backward pass: less memory, ~1.5x the time
+resume = False  # continue from out_dir/sft/state.pt
+seed = 1337  # data order, split and initial weights
 # stage 2: self-training (rejection-sampling fine-tuning)
-self_train = False
+self_train = False  # run stage 2 instead of stage 1
 self_train_rounds = 2  # fine-tuning rounds R; R + 1 sampling rounds (the last one only measures)
 self_train_samples = 8  # K answers per training task and round
 self_train_tasks = 0  # at most this many training tasks (a fixed random subset); 0 = all
@@ -98,16 +98,16 @@ self_train_iters = 100  # fine-tuning iterations per round
 self_train_mix_stage1 = False  # also train on the stage-1 rows (the paper: successful samples only)
 self_train_exemplars = 2  # exemplars from out_dir/db.json in the prompt; 0 = the stage-1 prompt
 self_train_from = ""  # model to start stage 2 from; "" = out_dir/sft
-max_new_tokens = 4096
-temperature = 1.0
-top_p = 1.0
-gen_batch_size = 16
+max_new_tokens = 4096  # longest sampled answer, in tokens
+temperature = 1.0  # sampling temperature
+top_p = 1.0  # nucleus sampling; 1 = off
+gen_batch_size = 16  # answers per generate() call
 use_vllm = False  # sample with vLLM when installed (common.load_vllm)
 gpu_name = "NVIDIA A100"  # the GPU named in the prompt
 arch = ""  # TORCH_CUDA_ARCH_LIST for the candidates' nvcc builds
-num_correct_trials = 5
-time_budget_s = 2.0
-timeout_s = 300.0
+num_correct_trials = 5  # bench's correctness trials per kernel
+time_budget_s = 2.0  # bench: seconds the timed calls of one kernel should take
+timeout_s = 300.0  # bench: per kernel, build included, s
 build_workers = 0  # 0 = one per CPU core
 # -----------------------------------------------------------------------------
 
@@ -489,8 +489,10 @@ def self_train_run(stage1_rows):
 
 
 if __name__ == "__main__":
+    common.exit_on_interrupt("rerun with --resume=True to continue from the checkpoint it saved")
     common.configure(globals())
     common.check_device(device)
+    common.quiet_transformers()  # no "Writing model shards" bar at every checkpoint: the log lines say it
     data = data or os.path.join(out_dir, "sft.jsonl")
     if not os.path.exists(data) and not (self_train and not self_train_mix_stage1):
         raise SystemExit(f"error: no SFT data {data!r}: run prepare.py first or give --data=FILE.jsonl")

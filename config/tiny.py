@@ -52,4 +52,4 @@ run_evaluate = True
 # evaluate (the tiny model only knows the contrastive prompt; exemplars from rl.py's database)
 prompt = "contrastive"
 baselines = "eager,compile"
-num_samples = 2
+num_samples = 8  # answers per task and model (before and after RL): the per-sample table needs a few

@@ -22,6 +22,27 @@ def test_help_lists_the_settings(script, setting):
     assert p.stdout.splitlines()[0].strip() and "settings (--key=value" in p.stdout and setting in p.stdout, p.stdout[-3000:]
 
 
+@pytest.mark.parametrize("script", ["prepare.py", "sft.py", "rl.py", "evaluate.py"])
+def test_help_is_a_screen_with_a_meaning_for_every_setting(script):
+    """Issue 14 item 5: about one screen; every setting on one line with the comment beside it in the config block,
+    under the block's section headers; the values are those after --preset."""
+    import common
+    blocks = common.config_block(os.path.join(ROOT, script))
+    keys = [k for _, items in blocks for k, _ in items]
+    assert len(keys) > 15 and len(set(keys)) == len(keys)
+    assert not [k for _, items in blocks for k, c in items if len(c) < 8], "settings without a meaning"
+    p = _run(script, "--preset=tiny_cpu", "--help")
+    lines = p.stdout.splitlines()
+    assert p.returncode == 0 and len(lines) <= 72, (len(lines), p.stdout)
+    for title, items in blocks:
+        assert not title or f"\n{title}:\n" in p.stdout, title
+        for k, comment in items:
+            line = next(x for x in lines if x.startswith(f"  --{k}="))
+            assert line.rstrip().endswith(comment), (line, comment)
+    if script == "rl.py":  # the preset's value, not the default
+        assert "  --num_generations=6 " in p.stdout and "chaining (the presets)" in p.stdout
+
+
 def test_rl_refuses_to_start_over_an_earlier_run(tmp_path):
     rl = tmp_path / "out" / "rl"
     rl.mkdir(parents=True)

@@ -14,7 +14,10 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
+import baseline  # noqa: E402
 import evaluate  # noqa: E402
+import report  # noqa: E402
+import taskset  # noqa: E402
 
 SAMPLE = "/work/shared/cudal1_sample/a100_sample.jsonl"
 
@@ -22,7 +25,7 @@ SAMPLE = "/work/shared/cudal1_sample/a100_sample.jsonl"
 # ---- summarize, checked by hand --------------------------------------------------------------------------------
 
 def test_summarize_by_hand():
-    s = evaluate.summarize([2.0, None, 0.5, 1.0, 4.0])
+    s = report.summarize([2.0, None, 0.5, 1.0, 4.0])
     assert s["tasks"] == 5 and s["successes"] == 4
     assert s["mean"] == pytest.approx((2 + 1 + 0.5 + 1 + 4) / 5)  # 1.7: the failure counts as 1.0
     assert s["mean_success"] == pytest.approx((2 + 0.5 + 1 + 4) / 4)  # 1.875
@@ -39,7 +42,7 @@ def test_summarize_by_hand():
 
 
 def test_summarize_interpolates_between_order_statistics():
-    s = evaluate.summarize([3.0, None, None, 1.5])  # padded, sorted: [1, 1, 1.5, 3]; positions 0.75, 1.5, 2.25
+    s = report.summarize([3.0, None, None, 1.5])  # padded, sorted: [1, 1, 1.5, 3]; positions 0.75, 1.5, 2.25
     assert s["p25"] == pytest.approx(1.0)
     assert s["median"] == pytest.approx(1.25)  # halfway between 1 and 1.5
     assert s["p75"] == pytest.approx(1.5 + 0.25 * 1.5)  # 1.875
@@ -47,24 +50,24 @@ def test_summarize_interpolates_between_order_statistics():
 
 
 def test_summarize_empty_and_all_failures():
-    e = evaluate.summarize([])
+    e = report.summarize([])
     assert e["tasks"] == 0 and e["successes"] == 0 and e["count_gt_1_01"] == 0
     assert all(e[k] is None for k in ("mean", "mean_success", "median", "geomean", "max", "p25", "p75", "fast_0", "fast_2"))
-    f = evaluate.summarize([None, None, None])
+    f = report.summarize([None, None, None])
     assert f["successes"] == 0 and f["mean_success"] is None
     assert f["mean"] == f["median"] == f["geomean"] == f["max"] == f["p25"] == f["p75"] == 1.0
     assert f["fast_0"] == f["fast_1"] == f["fast_2"] == 0.0
 
 
 def test_summarize_treats_nonsense_as_failure():
-    s = evaluate.summarize([float("nan"), 0.0, -2.0, float("inf"), 2.0])
+    s = report.summarize([float("nan"), 0.0, -2.0, float("inf"), 2.0])
     assert s["successes"] == 1 and s["mean"] == pytest.approx(6 / 5)
 
 
 def test_markdown_table_numbers():
-    entries = [dict(method="kernels", level="level1", **evaluate.summarize([2.0, None, 0.5, 1.0, 4.0])),
-               dict(method="compile", level="all", **evaluate.summarize([None]))]
-    table = evaluate.markdown_table(entries)
+    entries = [dict(method="kernels", level="level1", **report.summarize([2.0, None, 0.5, 1.0, 4.0])),
+               dict(method="compile", level="all", **report.summarize([None]))]
+    table = report.markdown_table(entries)
     lines = table.strip().splitlines()
     # the paper's layout first (mean, max, 75%, 50%, 25%, successes, > 1.01x), then the extra statistics
     assert lines[0] == ("| method | level | mean | max | p75 | p50 | p25 | ok | >1.01x | mean ok | geomean "
@@ -78,17 +81,17 @@ def test_markdown_table_numbers():
 def test_degenerate_sources():
     # the tasks_file field wins (a dict of screen results counts if any trivial output passed), then a screen,
     # then REFERENCE.md §3's list for KernelBench L1-L3 names (47 tasks), else unknown
-    assert sum(len(v) for v in evaluate.DEGENERATE_H200.values()) == 47
-    assert evaluate.degenerate_of(dict(name="level1/19_ReLU"), False, {}) == (True, "REFERENCE.md §3 (H200 scan)")
-    assert evaluate.degenerate_of(dict(name="level1/25_Swish"), False, {})[0] is False
-    assert evaluate.degenerate_of(dict(name="level3/47_X"), False, {})[0] is True
-    assert evaluate.degenerate_of(dict(name="level1/19_ReLU", degenerate=False), False, {}) == (False, "tasks_file")
-    assert evaluate.degenerate_of(dict(name="level1/25_Swish", degenerate={"zeros": False, "input": True}), False, {})[0]
+    assert sum(len(v) for v in report.DEGENERATE_H200.values()) == 47
+    assert report.degenerate_of(dict(name="level1/19_ReLU"), False, {}) == (True, "REFERENCE.md §3 (H200 scan)")
+    assert report.degenerate_of(dict(name="level1/25_Swish"), False, {})[0] is False
+    assert report.degenerate_of(dict(name="level3/47_X"), False, {})[0] is True
+    assert report.degenerate_of(dict(name="level1/19_ReLU", degenerate=False), False, {}) == (False, "tasks_file")
+    assert report.degenerate_of(dict(name="level1/25_Swish", degenerate={"zeros": False, "input": True}), False, {})[0]
     # a task timed against a reference that came with its kernel (CUDA-L1's v0 sizes, randn inputs): the list does
     # not apply; only a screen can tell
-    assert evaluate.degenerate_of(dict(name="level1/19_ReLU"), True, {}) == (None, "unknown")
-    assert evaluate.degenerate_of(dict(name="level1/19"), True, {"level1/19": False}) == (False, "bench.degenerate_screen")
-    assert evaluate.degenerate_of(dict(name="tiny/relu"), False, {}) == (None, "unknown")
+    assert report.degenerate_of(dict(name="level1/19_ReLU"), True, {}) == (None, "unknown")
+    assert report.degenerate_of(dict(name="level1/19"), True, {"level1/19": False}) == (False, "bench.degenerate_screen")
+    assert report.degenerate_of(dict(name="tiny/relu"), False, {}) == (None, "unknown")
 
 
 def test_kernel_mix_and_hack_counts():
@@ -97,10 +100,10 @@ def test_kernel_mix_and_hack_counts():
             dict(success=True, custom_kernel_calls=None, cuda_source=False),
             dict(success=False, custom_kernel_calls=5, cuda_source=True, hack="side_stream"),  # failed: not counted
             dict(success=True, custom_kernel_calls=0, cuda_source=False)]
-    assert evaluate.kernel_mix(rows) == dict(correct=4, custom_ran=1, pytorch_only=2, unknown=1, cuda_source=2)
+    assert report.kernel_mix(rows) == dict(correct=4, custom_ran=1, pytorch_only=2, unknown=1, cuda_source=2)
     hk = [dict(hack="side_stream"), dict(hack=None, sample_hacks=[None, "backend_flags", "side_stream"]),
           dict(sample_hacks=["backend_flags"], hack="backend_flags"), dict()]
-    assert evaluate.hack_counts(hk) == {"backend_flags": 2, "side_stream": 2}
+    assert report.hack_counts(hk) == {"backend_flags": 2, "side_stream": 2}
 
 
 def test_interleave_levels():
@@ -125,7 +128,7 @@ def test_read_results_skips_a_line_cut_by_a_kill(tmp_path, capsys):
 
 @pytest.mark.skipif(not os.path.exists(SAMPLE), reason="CUDA-L1 sample not present")
 def test_read_cudal1_sample():
-    rows = evaluate.read_kernels(SAMPLE)
+    rows = taskset.read_kernels(SAMPLE)
     assert [r["task"] for r in rows] == ["level1/5", "level1/25", "level1/32", "level1/88", "level2/48", "level1/1",
                                          "level1/12"]
     assert all("class Model(" in r["ref_code"] and "def get_inputs" in r["ref_code"] for r in rows)
@@ -136,16 +139,16 @@ def test_read_cudal1_sample():
                                          "score_torch_compile_reduce_overhead", "score_cudnn"}
     tasks = [dict(name="level1/25_Swish", level=1), dict(name="level2/48_Conv3d_Scaling", level=2),
              dict(name="level1/5_Matrix_scalar_multiplication", level=1), dict(name="level1/250_Other", level=1)]
-    evaluate.match_tasks(rows, tasks)
+    taskset.match_tasks(rows, tasks)
     assert [r["task"] for r in rows[:5]] == ["level1/5_Matrix_scalar_multiplication", "level1/25_Swish", "level1/32",
                                              "level1/88", "level2/48_Conv3d_Scaling"]
 
 
 def test_read_cudal1_none_and_project_rows():
-    rows = evaluate.read_kernels(os.path.join(FIX, "eval_cudal1_none.jsonl"))
+    rows = taskset.read_kernels(os.path.join(FIX, "eval_cudal1_none.jsonl"))
     assert [r["code"] for r in rows[:2]] == [None, None]  # the string "None" and null
     assert "ModelNew" in rows[2]["code"] and rows[2]["published"]["score_default"] == 42.0
-    mine = evaluate.read_kernels(os.path.join(FIX, "eval_kernels.jsonl"))
+    mine = taskset.read_kernels(os.path.join(FIX, "eval_kernels.jsonl"))
     assert [(r["task"], r["level"], r["task_id"], r["ref_code"]) for r in mine] == [
         ("level1/1_RowScale", 1, 1, None), ("level2/1_TanhScale", 2, 1, None)]
 
@@ -156,15 +159,14 @@ def test_load_tasks_from_kernelbench_dir(tmp_path, monkeypatch):
     (tmp_path / "level1" / "19_ReLU.py").write_text(task)
     (tmp_path / "level3").mkdir()
     (tmp_path / "level3" / "2_MLP.py").write_text(task + "y = 2\n")
-    monkeypatch.setattr(evaluate, "levels", "1,2,3")
-    rows = sorted(evaluate.load_tasks("", str(tmp_path)), key=lambda r: r["name"])
+    rows = sorted(taskset.read_task_set("", str(tmp_path), [1, 2, 3]), key=lambda r: r["name"])
     assert [(r["name"], r["level"], r["src"], r["split"]) for r in rows] == [
         ("level1/19_ReLU", 1, task, None), ("level3/2_MLP", 3, task + "y = 2\n", None)]
-    assert evaluate.load_tasks(str(tmp_path / "nope.jsonl"), "") is None
-    # a file that is not a task stops with a clear error naming it
+    assert taskset.read_task_set(str(tmp_path / "nope.jsonl"), "", [1]) is None
+    # a file that is not a task is a clear error naming it
     (tmp_path / "level1" / "bad.py").write_text("x = 1\n")
-    with pytest.raises(SystemExit, match="bad.py: not a KernelBench task"):
-        evaluate.load_tasks("", str(tmp_path))
+    with pytest.raises(ValueError, match="bad.py: not a KernelBench task"):
+        taskset.read_task_set("", str(tmp_path), [1, 2, 3])
 
 
 # ---- baseline modules -------------------------------------------------------------------------------------------
@@ -189,7 +191,7 @@ def test_compile_baselines_match_the_reference(monkeypatch):
     monkeypatch.setattr(torch, "compile", fake_compile)
     task = _tasks()[1]["src"]
     for name, mode in (("compile", None), ("compile_reduce_overhead", "reduce-overhead")):
-        m, ns = _build(evaluate.baseline_source(task, name), "ModelNew")
+        m, ns = _build(baseline.baseline_source(task, name), "ModelNew")
         r, _ = _build(task, "Model")
         assert isinstance(m, ns["Model"])  # same class, hence the same weights from the same seed
         x = ns["get_inputs"]()
@@ -200,13 +202,13 @@ def test_compile_baselines_match_the_reference(monkeypatch):
 def test_cuda_graph_and_cudnn_baselines_are_valid_modules():
     task = _tasks()[0]["src"]
     for name in ("cuda_graph", "cudnn_benchmark"):
-        src = evaluate.baseline_source(task, name)
+        src = baseline.baseline_source(task, name)
         assert src.startswith(task.rstrip())
         ns = {}
         exec(compile(src, "<candidate>", "exec"), ns)  # defines the classes; running them needs a GPU
         assert issubclass(ns["ModelNew"], ns["Model"])
     ns = {}
-    exec(compile(evaluate.baseline_source(task, "cuda_graph"), "<c>", "exec"), ns)
+    exec(compile(baseline.baseline_source(task, "cuda_graph"), "<c>", "exec"), ns)
     nested = (torch.ones(2), [torch.zeros(1), 3])
     out = ns["_clone_out"](nested)
     assert torch.equal(out[0], nested[0]) and out[0] is not nested[0] and out[1][1] == 3
@@ -269,10 +271,22 @@ class FakeBench:
         return dict(degenerate="# DEGENERATE" in task_src, status="ok", passed=[])
 
 
-def _run(monkeypatch, capsys, fake, *args):
+def _run(monkeypatch, capsys, fake, *args, code=None):
+    """evaluate.py's main with a fake bench; code: the exit status expected (130 after an interrupt), None = none."""
+    import signal
     monkeypatch.setitem(sys.modules, "bench", fake)
     monkeypatch.setattr(sys, "argv", ["evaluate.py", *args])
-    runpy.run_path(os.path.join(ROOT, "evaluate.py"), run_name="__main__")
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # the script installs its own (common.exit_on_interrupt)
+    term = signal.getsignal(signal.SIGTERM)
+    try:
+        runpy.run_path(os.path.join(ROOT, "evaluate.py"), run_name="__main__")
+        assert code is None, f"expected exit status {code}"
+    except SystemExit as e:
+        if e.code != code or code is None:
+            raise
+    finally:
+        signal.signal(signal.SIGTERM, term)
+        baseline._WARM_STOP.clear()  # an interrupted run stops the warm-ups of this process; the next test's go on
     return capsys.readouterr().out
 
 
@@ -282,6 +296,8 @@ def _lines(path):
 
 def _csv(path):
     import csv
+    head = next(csv.reader(open(path)))
+    assert len(head) == len(set(head)), f"duplicate per_task.csv columns: {head}"  # issue 14 item 8
     return {r["task"]: r for r in csv.DictReader(open(path))}
 
 
@@ -328,7 +344,7 @@ def test_pipeline_with_fake_bench_and_resume(tmp_path, monkeypatch, capsys):
     table = _csv(f"{out}/per_task.csv")
     assert table["level1/1_RowScale"]["kernels_speedup"] == "4.0" and table["level1/1_RowScale"]["compile_status"] == "runtime_error"
     assert table["level2/1_TanhScale"]["kernels_speedup"] == "" and table["level2/1_TanhScale"]["compile_speedup"] == "1.5"
-    assert table["level2/1_TanhScale"]["eager_ms"] == "1.0" and table["level1/1_RowScale"]["custom_kernel_calls"] == "0"
+    assert table["level2/1_TanhScale"]["eager_ms"] == "1.0" and table["level1/1_RowScale"]["kernels_custom_kernel_calls"] == "0"
     assert table["level1/1_RowScale"]["degenerate"] == "False" and table["level2/1_TanhScale"]["cudnn_benchmark_ms"] != ""
     assert float(table["level1/1_RowScale"]["kernels vs cudnn_benchmark"]) == pytest.approx(4.0 / 1.1)
     assert os.path.getsize(f"{out}/speedup_sorted.png") > 0 and os.path.getsize(f"{out}/speedup_vs_baselines.png") > 0
@@ -372,7 +388,7 @@ def test_baselines_only_and_interrupt(tmp_path, monkeypatch, capsys):
     args = [f"--tasks_file={FIX}/eval_tasks.jsonl", "--device=cpu", "--baselines=eager,compile,cudnn_benchmark",
             f"--eval_dir={out}", "--compile_workers=0"]
     fake = FakeBench(interrupt_after=3)  # the 4th timed run is "interrupted": level2's cudnn_benchmark
-    text = _run(monkeypatch, capsys, fake, *args)
+    text = _run(monkeypatch, capsys, fake, *args, code=130)  # the report, then exit status 130
     assert "interrupted" in text and fake.calls[:2] == [("many", 2, False), ("job", "level1/1_RowScale")]
     assert "Measured 1 of 2 selected tasks; missing (1): level2/1_TanhScale" in text
     assert "- eager: 1 of 2 tasks, missing 1\n- compile: 2 of 2 tasks\n- cudnn_benchmark: 1 of 2 tasks, missing 1" in text
@@ -410,7 +426,7 @@ def test_partial_run_still_reports_the_kernels(tmp_path, monkeypatch, capsys):
     args = [f"--kernels={FIX}/eval_kernels.jsonl", f"--tasks_file={FIX}/eval_tasks.jsonl", "--device=cpu",
             "--baselines=eager,compile,cudnn_benchmark", f"--eval_dir={out}", "--compile_workers=0"]
     fake = FakeBench(interrupt_after=0)  # the first baseline run is "interrupted"
-    text = _run(monkeypatch, capsys, fake, *args)
+    text = _run(monkeypatch, capsys, fake, *args, code=130)
     assert "interrupted" in text and [r["method"] for r in _lines(f"{out}/results.jsonl")] == ["kernels"] * 2
     assert "Measured 0 of 2 selected tasks; missing (2)" in text
     assert "- kernels: 2 of 2 tasks\n- eager: 0 of 2 tasks, missing 2\n- compile: 0 of 2 tasks, missing 2" in text
@@ -450,21 +466,20 @@ def test_summarize_only_reproduces_the_committed_h200_table(tmp_path, monkeypatc
 
 
 def test_warm_failure_names_the_cause():
-    assert evaluate.warm_failure(-15, "warm: imports 9.0 s, build + 2 calls 13.5 s\n") == \
+    assert baseline.warm_failure(-15, "warm: imports 9.0 s, build + 2 calls 13.5 s\n") == \
         "killed by SIGTERM after 'warm: imports 9.0 s, build + 2 calls 13.5 s'"
     tb = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad shape\nwarm-up error: ValueError: bad shape\n'
-    assert evaluate.warm_failure(1, tb) == "exit status 1: warm-up error: ValueError: bad shape"
-    assert evaluate.warm_failure(1, "W1129 some warning\nRuntimeError: boom\nprinted after\n") == \
+    assert baseline.warm_failure(1, tb) == "exit status 1: warm-up error: ValueError: bad shape"
+    assert baseline.warm_failure(1, "W1129 some warning\nRuntimeError: boom\nprinted after\n") == \
         "exit status 1: RuntimeError: boom"  # the last error line, not the last line
-    assert evaluate.warm_failure(3, "") == "exit status 3: no output"
+    assert baseline.warm_failure(3, "") == "exit status 3: no output"
 
 
 def test_warm_reports_the_workers_error_cpu(tmp_path, monkeypatch, capsys):
     """A real warm-up worker whose task raises: warm counts it failed and prints the worker's error, not a timing."""
     task = _tasks()[0]["src"] + "\n\ndef get_inputs():\n    raise RuntimeError('no inputs today')\n"
-    for k, v in dict(device="cpu", compile_workers=1, timeout_s=300.0, inductor_cache=str(tmp_path / "c")).items():
-        monkeypatch.setattr(evaluate, k, v)
-    assert evaluate.warm([("level1/x", task, evaluate.baseline_source(task, "compile"))]) == {"failed": 1}
+    assert baseline.warm([("level1/x", task, baseline.baseline_source(task, "compile"))], "cpu", 1, 300.0,
+                         str(tmp_path / "c")) == {"failed": 1}
     out = capsys.readouterr()
     assert "warm-up of level1/x failed (bench will compile it): exit status 1: warm-up error: RuntimeError: no " \
            "inputs today" in out.out + out.err
@@ -486,9 +501,8 @@ def test_warm_cudal1_ref_code_with_float_input_cpu(tmp_path, monkeypatch):
         pytest.skip(f"no inductor C++ compiler: {e}")
     ref = _cudal1_ref(1, 5).replace("M = 16384", "M = 256").replace("N = 4096", "N = 128")
     assert "s = 3.14" in ref and "M = 256" in ref
-    for k, v in dict(device="cpu", compile_workers=2, timeout_s=600.0, inductor_cache=str(tmp_path / "c")).items():
-        monkeypatch.setattr(evaluate, k, v)
-    assert evaluate.warm([("level1/5", ref, evaluate.baseline_source(ref, b)) for b in evaluate.COMPILED]) == {"ok": 2}
+    assert baseline.warm([("level1/5", ref, baseline.baseline_source(ref, b)) for b in evaluate.COMPILED], "cpu", 2,
+                         600.0, str(tmp_path / "c")) == {"ok": 2}
     assert _fx_files(str(tmp_path / "c"))
 
 
@@ -497,9 +511,8 @@ def test_warm_cudal1_ref_code_with_float_input_cpu(tmp_path, monkeypatch):
 def test_warm_cudal1_ref_codes_gpu(tmp_path, monkeypatch, capsys):
     """All 7 CUDA-L1 sample references, both compile baselines, through the warm path on the GPU: every one ok."""
     jobs = [(f"level{r['level_id']}/{r['task_id']}", r["ref_code"]) for r in map(json.loads, open(SAMPLE))]
-    for k, v in dict(device="cuda", compile_workers=8, timeout_s=600.0, inductor_cache=str(tmp_path / "c")).items():
-        monkeypatch.setattr(evaluate, k, v)
-    st = evaluate.warm([(n, ref, evaluate.baseline_source(ref, b)) for n, ref in jobs for b in evaluate.COMPILED])
+    st = baseline.warm([(n, ref, baseline.baseline_source(ref, b)) for n, ref in jobs for b in evaluate.COMPILED], "cuda",
+                       8, 600.0, str(tmp_path / "c"))
     assert st == {"ok": 14}, capsys.readouterr().out
 
 
@@ -530,7 +543,7 @@ def test_pipeline_cudal1_file_without_task_set(tmp_path, monkeypatch, capsys):
     assert "| kernels | level1 | 2.00 | 4.00 |" in text  # [fail, fail, 4.0] -> (1 + 1 + 4) / 3
     assert "| published | level1 | 14.67 | 42.00 |" in text  # score 0.0 is no kernel: (1 + 1 + 42) / 3
     assert "bench.degenerate_screen 3" in text
-    assert _csv(f"{out}/per_task.csv")["level1/3"]["score_default"] == "42.0"
+    assert _csv(f"{out}/per_task.csv")["level1/3"]["published_score_default"] == "42.0"
 
 
 def test_pipeline_filters(tmp_path, monkeypatch, capsys):
@@ -648,18 +661,15 @@ def test_compile_warm_cache_is_used_cpu(tmp_path, monkeypatch):
         pytest.skip(f"no inductor C++ compiler: {e}")
     import bench
     task = _tasks()[1]["src"]
-    cand = evaluate.baseline_source(task, "compile")
+    cand = baseline.baseline_source(task, "compile")
     kw = dict(device="cpu", static_checks=False, time_budget_s=0.2, num_correct_trials=2, timeout_s=600)
-    for k, v in dict(device="cpu", compile_workers=1, timeout_s=600.0, inductor_cache=str(tmp_path / "warm")).items():
-        monkeypatch.setattr(evaluate, k, v)
-    assert evaluate.warm([("level2/1_TanhScale", task, cand)]) == {"ok": 1}
+    assert baseline.warm([("level2/1_TanhScale", task, cand)], "cpu", 1, 600.0, str(tmp_path / "warm")) == {"ok": 1}
     before = _fx_files(str(tmp_path / "warm"))
     assert before  # the worker compiled the graph into the shared cache
-    hit = bench.evaluate(task, cand, extra_env=evaluate.cache_env(), **kw)
+    hit = bench.evaluate(task, cand, extra_env=baseline.cache_env(str(tmp_path / "warm")), **kw)
     assert hit["status"] == "ok", hit
     assert _fx_files(str(tmp_path / "warm")) == before  # found, not compiled again
-    monkeypatch.setattr(evaluate, "inductor_cache", str(tmp_path / "cold"))
-    cold = bench.evaluate(task, cand, extra_env=evaluate.cache_env(), **kw)
+    cold = bench.evaluate(task, cand, extra_env=baseline.cache_env(str(tmp_path / "cold")), **kw)
     assert cold["status"] == "ok", cold
     assert len(_fx_files(str(tmp_path / "cold"))) == len(before)  # the control compiled the same graph itself
     print(f"bench eval_s: warm cache {hit['eval_s']:.1f} s, cold cache {cold['eval_s']:.1f} s")

@@ -9,6 +9,7 @@ import pytest
 
 import common
 import prepare
+import taskset
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.environ.get("CUDAL1_SAMPLE") or os.path.join(ROOT, "..", "shared", "cudal1_sample", "a100_sample.jsonl")
@@ -19,7 +20,7 @@ needs_data = pytest.mark.skipif(not (os.path.exists(SAMPLE) and os.path.isdir(KB
 
 @needs_data
 def test_cudal1_rows_match_kernelbench_tasks():
-    tasks = prepare.load_tasks(KB, [1, 2], [])
+    tasks = taskset.load_tasks(KB, [1, 2], [])
     items = prepare.read_import(SAMPLE, tasks)
     lines = [json.loads(x) for x in open(SAMPLE)]
     assert len(items) == len(lines) == 7
