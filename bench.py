@@ -81,7 +81,7 @@ WALL_REL = dict(cuda=0.25, cpu=1.0)     # clock_mismatch: least unexplained ms p
 WALL_ABS_MS = dict(cuda=0.5, cpu=2.0)   # ... 0.5 ms on a GPU, 2 ms on a CPU): the least per-call overhead of two
                                         # processes differs by up to ~0.35 ms on a busy 16-core H200 box, and CPU
                                         # time by up to ~60% on a loaded 2-core VM (both measured)
-WALL_OVER = dict(cuda=0.0, cpu=0.5)     # ... and on a CPU half the per-call overhead (CPU time of a loaded VM jitters)
+WALL_OVER = dict(cuda=0.0, cpu=0.25)    # ... and on a CPU a quarter of the per-call overhead (CPU time jitters with it)
 MEM_LIMIT_GB = 32.0                     # host RSS of a candidate's process group (CUDAL1_MEM_LIMIT_GB overrides)
 compare_cpu = judge.compare             # the comparison rule (kept under its old name)
 
@@ -438,10 +438,10 @@ class _Session:
         # its own: what the candidate's calls spent beyond their claim even at best was spent unclaimed.
         # On a CPU the clock is the runner's CPU time, and load works the other way: a call preempted mid-way
         # claims more wall time than it used CPU, so the reference's most-preempted call would read as a negative
-        # overhead (a false clock_mismatch on a loaded 2-core box). There the reference's largest overhead counts.
-        pick = min if self.clock_kind == "wall" else max
-        over = pick(w * 1e3 - m for rs in self.ref_sets for _, m, w in rs)
-        excess = min(w * 1e3 - m for cs in self.cand_sets for _, m, w in cs) - over
+        # overhead (a false clock_mismatch on a loaded 2-core box). There each side's median counts.
+        stat = min if self.clock_kind == "wall" else statistics.median
+        over = stat([w * 1e3 - m for rs in self.ref_sets for _, m, w in rs])
+        excess = stat([w * 1e3 - m for cs in self.cand_sets for _, m, w in cs]) - over
         limit = max(WALL_ABS_MS[o["device"]], WALL_REL[o["device"]] * res["cand_ms"], WALL_OVER[o["device"]] * over)
         res["clock"] = dict(excess_ms=round(excess, 5), overhead_ms=round(over, 5), limit_ms=round(limit, 5),
                             kind=self.clock_kind)
@@ -682,7 +682,8 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overla
 
     # The main thread hands out the jobs (so an interrupt, which Python delivers to it, stops the hand-out at
     # once); each GPU takes up to per_gpu jobs at a time, and its lock lets one of them at a time check and time.
-    free, cond = {g: max(1, per_gpu) for g in slots}, threading.Condition()
+    # On the CPU device the "GPU" is the CPU itself: a second job's start would share it with a timing.
+    free, cond = {g: 1 if device == "cpu" else max(1, per_gpu) for g in slots}, threading.Condition()
 
     def run(i, g):
         try:

@@ -28,6 +28,7 @@ excess is charged to the call. A side stream can hide at most the spin's remaind
 """
 import contextlib, ctypes, importlib.util, json, os, re, statistics, struct, sys, time
 
+import numpy
 import torch
 
 bc = None   # buildcache, imported by main(): torch.utils.cpp_extension's import calls torch.cuda.is_available(),
@@ -193,16 +194,28 @@ def meta(out):
     return res
 
 
+def _isum(v, chunk):
+    """The exact integer sum of an integer tensor `v` (uint8 or int32), in chunks of `chunk` elements: numpy on
+    the CPU (10-15x faster than torch's widening sum there), torch on a GPU; the same value either way."""
+    if v.device.type == "cpu":
+        return int(v.numpy().sum(dtype=numpy.uint64 if v.dtype == torch.uint8 else numpy.int64))
+    return sum(int(v[i:i + chunk].sum(dtype=torch.int64)) for i in range(0, v.numel(), chunk))
+
+
+def _words(t):
+    """A tensor's raw bytes (uint8) and its whole int32 words, as flat views (no copy if contiguous)."""
+    b = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    return b, b[:b.numel() // 4 * 4].view(torch.int32)
+
+
 def fingerprint(inputs, chunk=1 << 26):
     """Cheap checksums of the bytes of every input tensor, in chunks of `chunk` bytes (bounded temporaries: a
     6.4 GB input must not become a 51 GB int64 copy): an in-place change of an input shows (§4)."""
     fp = []
     for x in inputs:
         if isinstance(x, torch.Tensor):
-            b = x.detach().contiguous().reshape(-1).view(torch.uint8)
-            w = b[:b.numel() // 4 * 4].view(torch.int32)
-            fp.append([sum(int(v[i:i + chunk // 4].sum(dtype=torch.int64)) for i in range(0, v.numel(), chunk // 4))
-                       for v in (b, w, w[::7])])
+            b, w = _words(x)
+            fp.append([_isum(b, chunk), _isum(w, chunk // 4), _isum(w[::7], chunk // 4)])
     return fp
 
 
@@ -314,19 +327,13 @@ class Exchange:
 def checksum(tensors, chunk=1 << 26):
     """Sum of the bytes plus 3x the sum of the int32 words of each tensor's raw bytes (an int), in chunks of
     `chunk` bytes (bounded temporaries): binds the content a runner delivered at the moment it replied; equal on
-    both sides for the same bytes."""
+    both sides for the same bytes, whatever device holds them."""
     total = 0
     for t in tensors:
-        b = t.detach().contiguous().reshape(-1).view(torch.uint8)
-        w = b[:b.numel() // 4 * 4].view(torch.int32)
-        for i in range(0, b.numel(), chunk):
-            total += int(b[i:i + chunk].sum(dtype=torch.int64))
-        for i in range(0, w.numel(), chunk // 4):
-            total += 3 * int(w[i:i + chunk // 4].sum(dtype=torch.int64))
+        b, w = _words(t)
+        total += _isum(b, chunk) + 3 * _isum(w, chunk // 4)
     return total
 
-
-# ------------------------------------------------------------------------------------------------- clocks
 
 class Clock:
     """The per-call timing of the three protocols, identical for the reference (judge.py) and the candidate.
