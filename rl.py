@@ -2,8 +2,7 @@
 Stage 3 of CUDA-L1: contrastive reinforcement learning with GRPO, in plain PyTorch.
 
     python rl.py --gpu a100          # a real run: Qwen2.5-Coder-1.5B-Instruct on the KernelBench train split
-    python rl.py --preset=tiny       # prepare -> sft -> rl -> evaluate on 4 KernelBench tasks with a tiny model
-    python rl.py --preset=tiny_cpu   # the same on project-written CPU tasks, no GPU needed
+    python rl.py --preset=demo       # prepare -> sft -> rl -> evaluate with a tiny model: tiny (GPU) or tiny_cpu
     torchrun --nproc_per_node=2 rl.py --preset=tiny   # data parallel: num_prompts split over the GPUs
 
 One step, read top to bottom in the loop at the end of this file:

@@ -31,8 +31,8 @@ import contextlib, ctypes, importlib.util, json, os, re, statistics, struct, sys
 import numpy
 import torch
 
-bc = None   # buildcache, imported by main(): torch.utils.cpp_extension's import calls torch.cuda.is_available(),
-            # after which torch refuses CUDA in forked children, so the fork server must never import it
+bc = None   # buildcache, handed to main() by the fork server after the fork: importing cpp_extension calls
+            # torch.cuda.is_available(), after which torch refuses CUDA in forked children (never in the zygote)
 _ERR_CHARS = 2000
 
 SEED = 42                                  # KernelBench: both models built right after manual_seed(42)
@@ -549,11 +549,11 @@ def _deliver(st, out):
         return None
 
 
-def main(sock, spec):
-    """Entry point of a forked runner: the build cache first, then the command loop; never returns."""
+def main(sock, spec, build_cache):
+    """Entry point of a forked runner: the build cache first (the buildcache module, imported by the fork server
+    after the fork), then the command loop; never returns."""
     global bc
-    import buildcache
-    bc = buildcache
+    bc = build_cache
     bc.install_build_cache()
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(1)   # on a busy small box, OpenMP threads waiting for each other time the scheduler

@@ -140,7 +140,7 @@ def test_chain_interrupted_in_every_stage_continues(tmp_path):
     wait_for(p, lambda: "iter     5 |" in open(tmp_path / "2.log").read(), "SFT's 5th iteration")
     text = interrupt(p, signal.SIGTERM, tmp_path / "2.log")
     assert (f"reusing {kept} of 6 kernels measured by an interrupted run" in text) or kept == 6, text[-3000:]
-    assert "interrupted during sft.py (stage 2 of 4" in text and "interrupted: saving a checkpoint" in text
+    assert "interrupted during sft.py (stage 2 of 4" in text and "then saving a checkpoint" in text
     import torch
     it = torch.load(out / "sft" / "state.pt", weights_only=False)["iter"]
     assert 5 <= it < 30 and json.load(open(out / "chain.json")) == {"prepare.py": "done", "sft.py": "started"}

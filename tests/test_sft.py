@@ -88,7 +88,7 @@ def test_sft_cli_errors_clearly(tmp_path):
     good.write_text('{"prompt": "x", "response": "y"}\n')
     p = subprocess.run([sys.executable, "sft.py", f"--data={good}", "--init_from=/nonexistent/model",
                         f"--out_dir={tmp_path}"], cwd=ROOT, capture_output=True, text=True)
-    assert p.returncode != 0 and "cannot load model '/nonexistent/model'" in p.stderr
+    assert p.returncode != 0 and "model folder '/nonexistent/model' does not exist" in p.stderr
 
 
 def _setup_small(tok):
