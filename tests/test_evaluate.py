@@ -19,7 +19,8 @@ import evaluate  # noqa: E402
 import report  # noqa: E402
 import taskset  # noqa: E402
 
-SAMPLE = "/work/shared/cudal1_sample/a100_sample.jsonl"
+SAMPLE = os.path.join(os.environ.get("CUDAL1_SAMPLE_DIR") or os.path.join(ROOT, "..", "shared", "cudal1_sample"),
+                      "a100_sample.jsonl")
 
 
 # ---- summarize, checked by hand --------------------------------------------------------------------------------
