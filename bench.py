@@ -21,7 +21,8 @@ Three processes, three files (issue 11; gpu-mode's pygpubench showed the way: th
 The parent reveals each timed call's seed only when it asks for that call and times every call with its own clock
 (wall time on a GPU; on the CPU device the runner's CPU time from the kernel's accounting, which load on the box
 does not inflate); the judge times the reference through the same code and the same kind of socket hop, which
-calibrates the fixed overhead. A candidate whose claimed times that clock contradicts is the hack `clock_mismatch`:
+calibrates the fixed overhead (per side, the least overhead on a GPU, the median on the CPU device; limits
+WALL_ABS_MS, WALL_REL, WALL_OVER). A candidate whose claimed times that clock contradicts is the hack `clock_mismatch`:
 a runner patched to report 40x for a plain torch.sigmoid still spends the real time on the parent's clock. Every
 call delivers its output with a checksum before it replies, and the judge checks every trial and one random timed
 call per round. Candidate processes are killed, with their whole process tree (the fork server is their
