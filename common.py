@@ -7,6 +7,7 @@ evaluated on text it never saw.
 """
 import ast
 import contextlib
+import difflib
 import json
 import os
 import re
@@ -83,7 +84,11 @@ def configure(g, argv=None):
         if key in ("preset", "gpu"):
             continue
         if key not in g or key.startswith("_"):
-            sys.exit(f"error: unknown config key --{key}")
+            known = [k for k, v in g.items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean --{close[0]}?)" if close else ""
+            script = os.path.basename(g.get("__file__", "")) or "the script"
+            sys.exit(f"error: unknown config key --{key}{hint}; python {script} --help lists every setting")
         try:
             parsed = ast.literal_eval(val)
         except (ValueError, SyntaxError):
