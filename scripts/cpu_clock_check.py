@@ -38,9 +38,8 @@ def main():
         flagged = r.get("hack") == "clock_mismatch"
         wrong = flagged if kind == "honest" else not flagged
         bad += wrong
-        print(f"{name:34} {kind:6} {r['status']:8} {r.get('hack') or '':15} excess {c.get('excess_ms', float('nan')):8.2f}"
-              f" ms  limit {c.get('limit_ms', float('nan')):7.2f} ms  overhead {c.get('overhead_ms', float('nan')):7.2f} ms"
-              f"{'  WRONG' if wrong else ''}")
+        nums = " ".join(f"{k} {c.get(k + '_ms', float('nan')):7.2f} ms" for k in ("excess", "limit", "overhead"))
+        print(f"{name:34} {kind:6} {r['status']:8} {r.get('hack') or '':15} {nums}{'  WRONG' if wrong else ''}")
     print(f"{len(jobs) - bad} of {len(jobs)} as expected")
     return 1 if bad else 0
 
