@@ -68,7 +68,7 @@ import taskset
 
 # -----------------------------------------------------------------------------
 # config
-kernelbench_dir = taskset.KERNELBENCH_DEFAULT  # KernelBench's task files ($KERNELBENCH_DIR, else ../shared/kernelbench)
+kernelbench_dir = ""  # KernelBench's task files; "" = $KERNELBENCH_DIR, else ../shared/kernelbench by the checkout
 download = False  # fetch KernelBench from GitHub when kernelbench_dir does not exist
 kernelbench_url = "https://github.com/ScalingIntelligence/KernelBench/archive/refs/heads/main.tar.gz"  # for download
 levels = "1,2,3"  # KernelBench levels of the task set
@@ -467,6 +467,7 @@ if __name__ == "__main__":
         common.check_device(device)
     rng = random.Random(seed)
     os.makedirs(out_dir, exist_ok=True)
+    kernelbench_dir = kernelbench_dir or taskset.KERNELBENCH_DEFAULT
     if not os.path.isdir(kernelbench_dir):
         if not download:
             sys.exit(f"error: task folder {kernelbench_dir!r} not found; pass --kernelbench_dir=PATH or --download=True")
