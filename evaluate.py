@@ -74,6 +74,7 @@ from tqdm import tqdm
 
 import baseline
 import common
+import prompting
 import report
 import taskset
 
@@ -233,8 +234,8 @@ def sample_answers(todo, samples, mains, ref, path):
     except ValueError as e:
         sys.exit(f"error: {e}")
     top2 = lambda n: [(e["code"], e["speedup"]) for e in sorted(db.get(n, []), key=lambda e: -e["speedup"])[:2]]
-    text = lambda n: (common.stage1_prompt(ref[n], gpu_name) if prompt == "stage1"
-                      else common.contrastive_prompt(ref[n], top2(n), gpu_name))
+    text = lambda n: (prompting.stage1_prompt(ref[n], gpu_name) if prompt == "stage1"
+                      else prompting.contrastive_prompt(ref[n], top2(n), gpu_name))
     for m, name in mains:
         need = {}
         for n in [n for n, mm in todo if mm == m]:
@@ -253,7 +254,7 @@ def sample_answers(todo, samples, mains, ref, path):
             gen = common.generate(lm, tok, [text(n) for n in group], k, max_new_tokens, temperature)
             for i, g in enumerate(tqdm(gen, total=len(group) * k, desc=f"generate ({m})")):
                 n = group[i // k]
-                code, err = common.extract_code(g["text"])
+                code, err = prompting.extract_code(g["text"])
                 err = err and ("format error: " + err + (" (truncated at max_new_tokens)" if g["truncated"] else ""))
                 samples[(n, m)].append((code, err))
                 common.append_jsonl(path, dict(task=n, method=m, model=name, text=g["text"], truncated=g["truncated"],

@@ -20,7 +20,7 @@ fetched from the KernelBench GitHub repository with the standard library; they a
 
 Stage-1 data from teacher models (--teachers=hf:NAME,openai:MODEL; CUDA-L1 §1.1 of REFERENCE.md: several LLMs,
 up to 20 tries per model and task, only verified variants kept): every training task's one-shot prompt
-(common.stage1_prompt) goes to each teacher up to teacher_tries times; every answer's code is verified with
+(prompting.stage1_prompt) goes to each teacher up to teacher_tries times; every answer's code is verified with
 bench.evaluate_many on this machine's device; at most teacher_keep distinct successful kernels per (teacher, task)
 are kept (a (teacher, task) pair stops once it has them). hf:NAME runs a Hugging Face model locally (vLLM when
 installed, else transformers generate); openai:MODEL posts to an OpenAI-compatible /v1/chat/completions endpoint
@@ -64,6 +64,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import common
+
+import prompting
 import taskset
 
 # -----------------------------------------------------------------------------
@@ -135,7 +137,7 @@ def measure_variants(tasks):
     for t in tasks:
         stem = t["name"].split("/")[-1]
         for path in sorted(glob.glob(os.path.join(variants_dir, stem, "*.py"))):
-            code, m = common.parse_variant(open(path).read())
+            code, m = prompting.parse_variant(open(path).read())
             jobs.append((t["name"], t["src"], code))
             meta.append(dict(task=t["name"], variant=os.path.basename(path)[:-3], code=code,
                              expect=m.get("expect", "correct"), design=m.get("design", ""),
@@ -192,8 +194,8 @@ def sft_rows(tasks, seeds, rng):
             order = rng.sample(pairs, len(pairs))
             for i in range(sft_prompts_per_variant):
                 ex = order[i % len(order)]
-                prompt = common.contrastive_prompt(t["src"], [(e["code"], e["speedup"]) for e in ex], gpu_name)
-                response = common.format_response(s["analysis"] or "-", s["design"] or "-", s["code"])
+                prompt = prompting.contrastive_prompt(t["src"], [(e["code"], e["speedup"]) for e in ex], gpu_name)
+                response = prompting.format_response(s["analysis"] or "-", s["design"] or "-", s["code"])
                 rows.append(dict(task=t["name"], source=f"variant:{s['variant']}", prompt=prompt, response=response))
     rng.shuffle(rows)
     return rows
@@ -321,7 +323,7 @@ class Teacher:
 
 def answer_part(text):
     """The answer from its first "## " section on (drops a preamble or a reasoning model's thinking)."""
-    i = text.find(common.SECTIONS[0])
+    i = text.find(prompting.SECTIONS[0])
     return text[i:] if i >= 0 else text
 
 
@@ -353,13 +355,13 @@ def run_teachers(tasks):
             # 1. answers (written as they arrive, reused by a rerun)
             ask = [(n, k) for n, k in todo if (spec, n, k) not in raw]
             if ask:
-                texts = teacher.generate([common.stage1_prompt(by_name[n]["src"], gpu_name) for n, _ in ask])
+                texts = teacher.generate([prompting.stage1_prompt(by_name[n]["src"], gpu_name) for n, _ in ask])
                 for (n, k), text in zip(ask, texts):
                     r = {"teacher": spec, "task": n, "try": k, "text": text}
                     common.append_jsonl(paths["raw"], r)
                     raw[(spec, n, k)] = r
             # 2. verify every answer's code with bench.py
-            codes = [common.extract_code(raw[(spec, n, k)]["text"]) for n, k in todo]
+            codes = [prompting.extract_code(raw[(spec, n, k)]["text"]) for n, k in todo]
             jobs = [(n, by_name[n]["src"], c) for (n, _), (c, _) in zip(todo, codes) if c]
             results = iter(bench.evaluate_many(jobs, **bench_kw()) if jobs else [])
             # 3. keep up to teacher_keep distinct successful kernels per task; one verdict per try
@@ -368,7 +370,7 @@ def run_teachers(tasks):
                 status = res["status"] if res else "format_error"
                 keep = status == "ok" and n_kept(n) < teacher_keep and (n, code) not in seen
                 if keep:
-                    row = {"prompt": common.stage1_prompt(by_name[n]["src"], gpu_name),
+                    row = {"prompt": prompting.stage1_prompt(by_name[n]["src"], gpu_name),
                            "response": answer_part(raw[(spec, n, k)]["text"]), "task": n,
                            "level": by_name[n]["level"], "teacher": spec, "try": k, "speedup": res["speedup"],
                            "code": code, "result": res}
@@ -452,8 +454,8 @@ def import_kernels_run(tasks):
             continue
         seeds.append(dict(task=n, variant=f"{srcname}:{i}", code=code, expect="correct", design="", analysis="",
                           result=r, correct=True, speedup=r["speedup"], source=srcname))
-        rows.append(dict(task=n, source=srcname, prompt=common.stage1_prompt(by_name[n]["src"], gpu_name),
-                         response=common.format_response("-", "-", code)))
+        rows.append(dict(task=n, source=srcname, prompt=prompting.stage1_prompt(by_name[n]["src"], gpu_name),
+                         response=prompting.format_response("-", "-", code)))
     print(f"import: {len(seeds)} of {len(train)} kernels verified on {device}")
     return seeds, rows
 

@@ -7,7 +7,7 @@ Stage 3 of CUDA-L1: contrastive reinforcement learning with GRPO, in plain PyTor
 
 One step, read top to bottom in the loop at the end of this file:
  1. pick num_prompts training tasks; for each, draw num_exemplars kernels from the task's exemplar database by
-    bucket sampling and write the contrastive prompt (common.contrastive_prompt; REFERENCE.md §1.3);
+    bucket sampling and write the contrastive prompt (prompting.contrastive_prompt; REFERENCE.md §1.3);
  2. sample num_generations answers per prompt;
  3. take the code from each answer's "## Code Implementation" section and evaluate every distinct kernel with
     bench.py (built in parallel, timed one at a time, each in its own process);
@@ -70,6 +70,8 @@ import time
 import torch
 
 import common
+
+import prompting
 
 # -----------------------------------------------------------------------------
 # config
@@ -576,7 +578,7 @@ if __name__ == "__main__":
         prompts = []
         for n in names:
             ex = sample_exemplars(db[n], num_exemplars, rank_rng, exemplar_sampling, delta_s, tau)
-            prompts.append(common.contrastive_prompt(tasks[n]["src"], [(e["code"], e["speedup"]) for e in ex],
+            prompts.append(prompting.contrastive_prompt(tasks[n]["src"], [(e["code"], e["speedup"]) for e in ex],
                                                      gpu_name))
         if llm is not None:
             out = common.vllm_generate(llm, tok, prompts, num_generations, max_completion_length, temperature, top_p)
@@ -653,7 +655,7 @@ if __name__ == "__main__":
             # 3. code extraction and evaluation of each distinct new kernel (once over all ranks: lowest rank wins)
             todo = {}
             for s in samples:
-                s["code"], s["format_error"] = common.extract_code(s["text"])
+                s["code"], s["format_error"] = prompting.extract_code(s["text"])
                 if s["code"] is not None:
                     s["key"] = sha(s["task"], s["code"])
                     if s["key"] not in cache:

@@ -29,7 +29,7 @@ checkpoint saved at its end (train's docstring).
 
 Stage 2 (--self_train=True; CUDA-L1 §1.2 of REFERENCE.md: rejection-sampling fine-tuning, binary reward). Round r:
 sample self_train_samples (K) answers per training task (tasks.jsonl split "train") from the current model
-(transformers generate, or vLLM with use_vllm=True), take the code (common.extract_code), evaluate every distinct
+(transformers generate, or vLLM with use_vllm=True), take the code (prompting.extract_code), evaluate every distinct
 kernel with bench.evaluate_many, keep the successful ones (status "ok"; speed ignored; deduplicated by a hash of
 task and code), fine-tune the current model for self_train_iters iterations on all kernels kept so far (the
 paper fine-tunes on the successful samples only; self_train_mix_stage1=True adds the stage-1 rows), repeat. A last
@@ -49,12 +49,15 @@ import hashlib
 import math
 import os
 import random
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
 
 import common
+
+import prompting
 
 # -----------------------------------------------------------------------------
 # config
@@ -342,7 +345,7 @@ def sample_round(model_dir, model, tok, tasks, db, rng):
     for t in tasks:
         good = db.get(t["name"], [])
         ex = rng.sample(good, min(self_train_exemplars, len(good))) if self_train_exemplars else []
-        prompts.append(common.contrastive_prompt(t["src"], [(e["code"], e["speedup"]) for e in ex], gpu_name))
+        prompts.append(prompting.contrastive_prompt(t["src"], [(e["code"], e["speedup"]) for e in ex], gpu_name))
     if use_vllm and common.vllm_available():
         llm = common.load_vllm(model_dir, seed=rng.randrange(2 ** 31))
         gens = common.vllm_generate(llm, tok, prompts, self_train_samples, max_new_tokens, temperature, top_p)
@@ -356,7 +359,7 @@ def sample_round(model_dir, model, tok, tasks, db, rng):
     out = []
     for i, g in enumerate(gens):
         t, p = tasks[i // self_train_samples], prompts[i // self_train_samples]
-        code, err = common.extract_code(g["text"])
+        code, err = prompting.extract_code(g["text"])
         out.append(dict(task=t["name"], prompt=p, text=g["text"], truncated=g["truncated"], code=code,
                         format_error=err))
     return out
@@ -535,7 +538,8 @@ if __name__ == "__main__":
     train(model, tok, rows, save_dir)
     if world > 1:  # the ranks trained one model: their weights must agree
         checksum = sum(p.detach().double().sum().item() for p in model.parameters())
-        print(f"rank {rank} param checksum {checksum:.8f}", flush=True)  # flush: torchrun's pipe may drop it
+        sys.stdout.write(f"rank {rank} param checksum {checksum:.8f}\n")  # one write: the ranks share a pipe
+        sys.stdout.flush()                                                # torchrun's pipe may drop it otherwise
     common.ddp_cleanup()
     if rank == 0:
         print(f"saved to {save_dir}")

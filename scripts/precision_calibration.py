@@ -10,7 +10,7 @@ ref_err is the fp32 reference's own error and half_err that of the float64 refer
 Candidates, all in ONE bench.evaluate_many with static checks OFF (the run-time measurement alone decides) and
 check_only (the correctness trials, where the judge measures precision; no timing):
   legit      tests/legit/*.py (task from its `task:` line); the correct kernels of data/tiny_cuda (`# @expect:
-             correct`, task level1/<folder>, read as prepare.py reads them: common.parse_variant); the correct
+             correct`, task level1/<folder>, read as prepare.py reads them: prompting.parse_variant); the correct
              kernels of data/tiny_cpu (its own tasks); the CUDA-L1 sample kernels (--sample) against their own
              ref_code, except the two below;
   downgrade  tests/hacks/precision_*.py;
@@ -31,7 +31,7 @@ sys.path.insert(0, ROOT)
 import torch  # noqa: E402
 
 import bench  # noqa: E402
-import common  # noqa: E402
+import prompting  # noqa: E402
 import judge  # noqa: E402
 
 POLICY = {(1, 1), (2, 48)}   # CUDA-L1 samples whose precision depends on a choice made at run time (docstring)
@@ -85,7 +85,7 @@ def candidates(kb, sample):
         src = open(f).read()
         out.append(("legit", "legit/" + os.path.basename(f)[:-3], header(src)[0], None, src))
     for f in sorted(glob.glob(os.path.join(ROOT, "data", "tiny_cuda", "*", "*.py"))):
-        code, meta = common.parse_variant(open(f).read())
+        code, meta = prompting.parse_variant(open(f).read())
         if meta.get("expect", "correct") == "correct":
             stem = os.path.basename(os.path.dirname(f))
             out.append(("legit", f"tiny_cuda/{stem}/{os.path.basename(f)[:-3]}", f"level1/{stem}", None, code))
@@ -94,7 +94,7 @@ def candidates(kb, sample):
         task_file = os.path.join(ROOT, "data", "tiny_cpu", "tasks", stem + ".py")
         if stem == "tasks" or not os.path.exists(task_file):
             continue
-        code, meta = common.parse_variant(open(f).read())
+        code, meta = prompting.parse_variant(open(f).read())
         if meta.get("expect", "correct") == "correct":
             out.append(("legit", f"tiny_cpu/{stem}/{os.path.basename(f)[:-3]}", f"tiny_cpu/{stem}",
                         open(task_file).read(), code))

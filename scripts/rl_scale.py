@@ -6,7 +6,7 @@ settings.
     python scripts/rl_scale.py --models=1.5b --gen_dtype=bfloat16     # generation under bf16 autocast instead
     python scripts/rl_scale.py --tiny                                 # a CPU miniature of the same, under a minute
 
-One step as rl.py makes it: num_prompts contrastive prompts (common.contrastive_prompt on the project's CUDA kernels
+One step as rl.py makes it: num_prompts contrastive prompts (prompting.contrastive_prompt on the project's CUDA kernels
 of data/tiny_cuda: one as the reference, two as exemplars with speedups) x num_generations completions from
 common.generate (transformers generate, gen_batch_size completions per call), every completion forced to
 max_completion_length tokens (min_new_tokens: EOS cannot end it), then rl.grpo_update on all of them (random
@@ -36,6 +36,8 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import torch
 
 import common
+
+import prompting
 import rl
 import sft
 from sft_speed import DIMS
@@ -65,12 +67,12 @@ def prompts_and_tokenizer(n):
     base = os.path.join(ROOT, "data", "tiny_cuda")
     tasks = sorted(d for d in os.listdir(base) if os.path.isdir(os.path.join(base, d)))
     files = {t: sorted(os.listdir(os.path.join(base, t))) for t in tasks}
-    src = {(t, f): common.parse_variant(open(os.path.join(base, t, f)).read())[0] for t in tasks for f in files[t]}
+    src = {(t, f): prompting.parse_variant(open(os.path.join(base, t, f)).read())[0] for t in tasks for f in files[t]}
     prompts = []
     for i in range(n):
         t = tasks[i % len(tasks)]
         fs = files[t][i // len(tasks) % len(files[t]):] + files[t][:i // len(tasks) % len(files[t])]  # rotate
-        prompts.append(common.contrastive_prompt(src[t, fs[0]], [(src[t, fs[1]], 1.8), (src[t, fs[2 % len(fs)]], 0.7)],
+        prompts.append(prompting.contrastive_prompt(src[t, fs[0]], [(src[t, fs[1]], 1.8), (src[t, fs[2 % len(fs)]], 0.7)],
                                                  "NVIDIA H200"))
     tok = sft.train_tokenizer(list(src.values()) + prompts, 8192, 6)
     return prompts, tok

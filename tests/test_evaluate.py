@@ -563,10 +563,11 @@ def test_pipeline_filters(tmp_path, monkeypatch, capsys):
 
 def test_pipeline_with_a_model(tmp_path, monkeypatch, capsys):
     import common
+    import prompting
     tasks, kern = _tasks(), [json.loads(line)["code"] for line in open(os.path.join(FIX, "eval_kernels.jsonl"))]
     answers = {  # two samples per task: best of 2 is the faster correct one; a format error is a failed sample
-        "level1/1_RowScale": [common.format_response("a", "d", kern[0]), common.format_response("a", "d", kern[0] + "# FAST\n")],
-        "level2/1_TanhScale": ["no sections at all", common.format_response("a", "d", kern[1])]}
+        "level1/1_RowScale": [prompting.format_response("a", "d", kern[0]), prompting.format_response("a", "d", kern[0] + "# FAST\n")],
+        "level2/1_TanhScale": ["no sections at all", prompting.format_response("a", "d", kern[1])]}
     seen = {}
 
     def fake_generate(model, tok, prompts, num_generations, max_new_tokens, temperature=1.0, **kw):

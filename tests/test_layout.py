@@ -1,7 +1,7 @@
 """The module layout (issue 14 item 7): no stage script imports another one (they share code through common.py,
-taskset.py, report.py, baseline.py; rl.py runs the other stages as subprocesses), and the repository's modules
-import each other without a circle, counting the imports inside functions too (where evaluate.py and prepare.py
-used to import each other)."""
+prompting.py, taskset.py, report.py, baseline.py; rl.py runs the other stages as subprocesses), and the
+repository's modules import each other without a circle, counting the imports inside functions too (where
+evaluate.py and prepare.py used to import each other)."""
 import ast
 import glob
 import os

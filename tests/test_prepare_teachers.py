@@ -13,16 +13,18 @@ import pytest
 
 import common
 
+import prompting
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CPU = os.path.join(ROOT, "data", "tiny_cpu")
 
 
 def kernel(rel):
-    return common.parse_variant(open(os.path.join(CPU, rel)).read())[0]
+    return prompting.parse_variant(open(os.path.join(CPU, rel)).read())[0]
 
 
 def answer(code):
-    return common.format_response("The reference does four passes.", "One fused op.", code)
+    return prompting.format_response("The reference does four passes.", "One fused op.", code)
 
 
 class Endpoint:
@@ -105,7 +107,7 @@ def test_teachers_and_import(endpoint, tmp_path):
     assert [(k["teacher"], k["task"]) for k in kept] == [("openai:good", "tasks/swish")]
     assert kept[0]["code"] == kernel("swish/silu.py") and kept[0]["speedup"] > 0
     assert kept[0]["response"].startswith("## Performance Analysis")  # the "Thinking..." preamble is dropped
-    assert kept[0]["prompt"] == common.stage1_prompt(open(f"{CPU}/tasks/swish.py").read(), "CPU")
+    assert kept[0]["prompt"] == prompting.stage1_prompt(open(f"{CPU}/tasks/swish.py").read(), "CPU")
     att = common.read_jsonl(out / "teacher" / "attempts.jsonl")
     assert len(att) == 2 + 4 + 4 + 4 and len({(a["teacher"], a["task"], a["try"]) for a in att}) == len(att)
     st = {}
@@ -133,7 +135,7 @@ def test_teachers_and_import(endpoint, tmp_path):
     assert sorted(e["code"] for e in dbo["tasks/swish"]) == sorted([kernel("swish/silu.py"),
                                                                    kernel("swish/tanh_formula.py")])
     sft = common.read_jsonl(out / "sft.jsonl")
-    assert len(sft) == 3 and all(common.extract_code(r["response"])[0] for r in sft)
+    assert len(sft) == 3 and all(prompting.extract_code(r["response"])[0] for r in sft)
 
     # a rerun asks the teachers nothing and keeps the same rows
     n_req = len(endpoint.requests)

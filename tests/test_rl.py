@@ -8,6 +8,8 @@ import pytest
 import torch
 
 import common
+
+import prompting
 import rl
 
 
@@ -299,11 +301,11 @@ def test_exemplar_fallbacks():
 
 # --- prompts and extraction -------------------------------------------------
 
-ANSWER = common.format_response("A is faster.", "Fuse.", "import torch\nclass ModelNew(torch.nn.Module):\n    pass")
+ANSWER = prompting.format_response("A is faster.", "Fuse.", "import torch\nclass ModelNew(torch.nn.Module):\n    pass")
 
 
 def test_extract_code_ok():
-    code, err = common.extract_code(ANSWER)
+    code, err = prompting.extract_code(ANSWER)
     assert err is None and code.startswith("import torch") and "class ModelNew" in code
 
 
@@ -316,7 +318,7 @@ def test_extract_code_ok():
     ("", "missing section"),
 ])
 def test_extract_code_format_errors(text, reason):
-    code, err = common.extract_code(text)
+    code, err = prompting.extract_code(text)
     assert code is None and reason in err
 
 
@@ -346,7 +348,7 @@ HEAD = ("## Performance Analysis\nThe reference is memory bound.\n\n## Algorithm
     ("tildes_and_long_fence", HEAD + "~~~cpp\n" + CPP + "~~~\n````python\n" + MODULE + "````\n"),
 ], ids=lambda x: x if len(x) < 30 else "")
 def test_extract_code_llm_style_answers(name, answer):
-    code, err = common.extract_code(answer)
+    code, err = prompting.extract_code(answer)
     assert err is None, (name, err)
     assert code == MODULE, (name, code)
 
@@ -357,23 +359,23 @@ def test_extract_code_llm_style_answers(name, answer):
     (HEAD + "```python\n" + MODULE, "no ```python block"),  # truncated: the block never closes
 ], ids=["cpp_only", "ModelNew_only_in_cpp", "unclosed"])
 def test_extract_code_no_usable_module(answer, reason):
-    code, err = common.extract_code(answer)
+    code, err = prompting.extract_code(answer)
     assert code is None and reason in err, err
 
 
 def test_contrastive_prompt_has_exemplars_and_rules():
-    p = common.contrastive_prompt("class Model: pass", [("code A", 1.234), ("code B", 0.5)], "NVIDIA H200")
+    p = prompting.contrastive_prompt("class Model: pass", [("code A", 1.234), ("code B", 0.5)], "NVIDIA H200")
     assert "speedup 1.23x" in p and "speedup 0.50x" in p and "NVIDIA H200" in p
-    assert all(h in p for h in common.SECTIONS)
+    assert all(h in p for h in prompting.SECTIONS)
     assert "Do not cache" in p and "hyperparameters" in p
-    assert "Earlier implementations" not in common.contrastive_prompt("class Model: pass", [], "X")
+    assert "Earlier implementations" not in prompting.contrastive_prompt("class Model: pass", [], "X")
 
 
 def test_contrastive_prompt_carries_table_3():
     """Every element of CUDA-L1's Table 3 (REFERENCE.md §1.3, issue 13), in our words: the five analysis questions,
     the requirements (builds and runs on current GPUs; a mismatch scores zero; a full ModelNew module), the two
     restrictions and the three '## ' sections."""
-    p = common.contrastive_prompt("class Model: pass", [("code A", 1.5), ("code B", 0.9)], "NVIDIA H200")
+    p = prompting.contrastive_prompt("class Model: pass", [("code A", 1.5), ("code B", 0.9)], "NVIDIA H200")
     low = p.lower()
     questions = {
         "which is faster and why": "which one is fastest, and why",
@@ -392,14 +394,14 @@ def test_contrastive_prompt_carries_table_3():
     }
     missing = [k for k, v in {**questions, **requirements}.items() if v not in low]
     assert not missing, missing
-    assert all(f"\n{h}\n" in p for h in common.SECTIONS)  # the three "## " sections, each on its own line
+    assert all(f"\n{h}\n" in p for h in prompting.SECTIONS)  # the three "## " sections, each on its own line
     # the five questions sit in the Performance Analysis section's instructions, in order
     pos = [low.index(v) for v in questions.values()]
     assert pos == sorted(pos) and pos[0] > low.index("## performance analysis") and pos[-1] < low.index("## algorithm design")
 
 
 def test_parse_variant_strips_metadata():
-    code, meta = common.parse_variant("# @expect: wrong\n# @design: d\nimport torch\n# @not: meta\n")
+    code, meta = prompting.parse_variant("# @expect: wrong\n# @design: d\nimport torch\n# @not: meta\n")
     assert meta == {"expect": "wrong", "design": "d"} and code == "import torch\n# @not: meta\n"
 
 

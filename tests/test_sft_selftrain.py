@@ -10,6 +10,7 @@ import sys
 
 import bench
 import common
+import prompting
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,7 +41,7 @@ def test_self_train_rounds(tiny_cpu_prepared, tmp_path):
     assert len(kept) >= 1, "the SFT model should write at least one correct kernel in 27 samples"
     tasks = {t["name"]: t for t in common.read_jsonl(out / "tasks.jsonl")}
     for k in kept[:3]:  # judged ok by bench, again, here
-        assert common.extract_code(k["response"])[0] == k["code"]
+        assert prompting.extract_code(k["response"])[0] == k["code"]
         r = bench.evaluate(tasks[k["task"]]["src"], k["code"], device="cpu", num_correct_trials=2, time_budget_s=0.1)
         assert r["status"] == "ok", bench.result_summary(r)
     for r in (0, 1):
