@@ -7,7 +7,7 @@
 #   scripts/ablate.sh reward_norm batch group                       # = scripts/ablate_reward_norm.sh
 #   scripts/ablate.sh async_rollouts False True                     # rollouts overlapping evaluation, or not
 #   SEEDS="1337 1338" scripts/ablate.sh reward_norm batch group     # one run per value and seed
-#   PRESET=tiny_cpu OUT=/tmp/abl scripts/ablate.sh reward_norm batch group -- --max_steps=2   # a CPU check
+#   PRESET=tiny_cpu OUT=out/abl_check scripts/ablate.sh reward_norm batch group -- --max_steps=2   # a CPU check
 #
 # Environment: PRESET (tiny), OUT (out/ablate_SETTING), SEEDS (1337), RESULTS (OUT: where SETTING.png and
 # SETTING.txt go, e.g. results/tiny/h200/ablate_SETTING). A run that already has a log is resumed (--resume=True), so
