@@ -83,6 +83,7 @@ WALL_ABS_MS = dict(cuda=0.5, cpu=5.0)   # ... 0.5 ms on a GPU, 5 ms on a CPU, ..
                                         # two processes differs by up to ~0.35 ms on a busy 16-core H200 box; the
                                         # median CPU-time overhead by up to ~2 ms on a 2-core VM (both measured)
 WALL_OVER = dict(cuda=0.0, cpu=0.25)    # ... and on a CPU a quarter of the per-call overhead (CPU time jitters with it)
+BUILD_NICE = 10                         # builds ahead run at this niceness: a timed call beside them keeps its CPU
 MEM_LIMIT_GB = 32.0                     # host RSS of a candidate's process group (CUDAL1_MEM_LIMIT_GB overrides)
 compare_cpu = judge.compare             # the comparison rule (kept under its old name)
 
@@ -248,7 +249,8 @@ class _Session:
         o = self.o
         env = scrubbed_env(self.tmp, o["build_root"], o["arch"], self.gpu, o["extra_env"])
         spec = dict(device=o["device"], protocol=o["protocol"], task_path=self.task_path,
-                    candidate_path=self.cand_path, flags_override=o["flags_override"])
+                    candidate_path=self.cand_path, flags_override=o["flags_override"],
+                    nice=BUILD_NICE if o.get("build_only") else 0)
         self.rw = Worker("runner", spec, env, self.tmp, start_timeout=self.left())
         self.res["phase_s"]["start"] = round(self.rw.start_s or 0.0, 3)
         self.lap("fork")

@@ -555,6 +555,8 @@ def main(sock, spec, build_cache):
     global bc
     bc = build_cache
     bc.install_build_cache()
+    if spec.get("nice"):                    # a build ahead (bench.BUILD_NICE): nvcc and ninja inherit it
+        os.nice(int(spec["nice"]))
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(1)   # on a busy small box, OpenMP threads waiting for each other time the scheduler
     if spec["device"].startswith("cuda") and not os.environ.get("TORCH_CUDA_ARCH_LIST") and \

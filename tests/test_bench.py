@@ -691,3 +691,14 @@ def test_evaluate_many_interrupt_waits_for_evaluations_in_flight(tmp_path):
     n = len(seen)
     time.sleep(8)                                       # a worker left running would finish another job by now
     assert 1 <= n <= 2 and len(seen) == n, seen
+
+
+def test_builds_ahead_run_niced_and_timed_runs_do_not(tmp_path):
+    """evaluate_many's builds ahead share the CPUs with timed calls: they run at bench.BUILD_NICE (nvcc and ninja
+    inherit it), the runner that is timed at the caller's own niceness (a niced runner would be the one preempted)."""
+    cand = "import os\nraise RuntimeError(f'niceness={os.nice(0)}')\n"
+    base = os.nice(0)
+    r = bench.build(cand, device="cpu", build_root=str(tmp_path), timeout_s=60)
+    assert r["status"] == "runtime_error" and f"niceness={min(19, base + bench.BUILD_NICE)}" in r["error"], r
+    r = bench.evaluate(TASK, cand, device="cpu", build_root=str(tmp_path), timeout_s=60, static_checks=False)
+    assert r["status"] == "runtime_error" and f"niceness={base}" in r["error"], bench.result_summary(r)
