@@ -176,8 +176,8 @@ class _Session:
     """One candidate: fork its runner, import and build it, then under the GPU's lock ModelNew, the judge's setup,
     the correctness trials, the timed calls, the runner's death, the reference's timed calls, and the verdict. Every step has a deadline; a hung step kills the runner at once (issue 12 item 2)."""
 
-    def __init__(self, res, task_src, cand_src, o, gpu, lock, judge_):
-        self.res, self.o, self.gpu, self.lock, self.jw = res, o, gpu, lock, judge_
+    def __init__(self, res, task_src, cand_src, o, gpu, lock, judge_, live=None):
+        self.res, self.o, self.gpu, self.lock, self.jw, self.live = res, o, gpu, lock, judge_, live
         self.tmp = tempfile.mkdtemp(prefix="cudal1_")
         self.task_path, self.cand_path = os.path.join(self.tmp, "task.py"), os.path.join(self.tmp, "candidate.py")
         for path, text in ((self.task_path, task_src), (self.cand_path, cand_src)):
@@ -252,6 +252,8 @@ class _Session:
                     candidate_path=self.cand_path, flags_override=o["flags_override"],
                     nice=BUILD_NICE if o.get("build_only") else 0)
         self.rw = Worker("runner", spec, env, self.tmp, start_timeout=self.left())
+        if self.live is not None:                         # evaluate_many kills these at an interrupt
+            self.live.add(self.rw)
         self.res["phase_s"]["start"] = round(self.rw.start_s or 0.0, 3)
         self.lap("fork")
         r, _ = self.ask(dict(op="import"))
@@ -490,6 +492,8 @@ class _Session:
         finally:
             if self.rw is not None:
                 self.rw.kill()
+                if self.live is not None:
+                    self.live.discard(self.rw)
             shutil.rmtree(self.tmp, ignore_errors=True)
         if self.hacks:
             res.update(status="hack", hack=self.hacks[0][0])
@@ -521,7 +525,7 @@ def _options(device="cuda", protocol="strict", atol=1e-2, rtol=1e-2, num_correct
                 flags_override=dict(flags_override) if flags_override else None, extra_env=extra_env)
 
 
-def _evaluate(task_name, task_src, candidate_src, o, gpu=None):
+def _evaluate(task_name, task_src, candidate_src, o, gpu=None, live=None):
     t0 = time.perf_counter()
     res = _blank_result(task_name, candidate_src, o["protocol"], o["device"])
     res["flags_override"] = o["flags_override"]
@@ -532,7 +536,7 @@ def _evaluate(task_name, task_src, candidate_src, o, gpu=None):
     else:
         try:
             jw = None if o.get("build_only") else judge_for(o["device"], gpu, o["build_root"])
-            _Session(res, task_src, candidate_src, o, gpu, gpu_lock(o["device"], gpu), jw).run()
+            _Session(res, task_src, candidate_src, o, gpu, gpu_lock(o["device"], gpu), jw, live).run()
         except Exception as e:                            # e.g. the fork server or the judge could not start
             res.update(status="crash", error=runner.truncate(f"evaluator error: {type(e).__name__}: {e}"),
                        error_type=type(e).__name__)
@@ -648,11 +652,11 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overla
             todo.setdefault(_hash(cand_src), (cand_src, o))
     workers = build_workers or max(1, cpu_count() - (2 * len(slots) if overlap else 0))
     bpool = ThreadPoolExecutor(max(1, min(workers, len(todo) or 1)))
-    done = [0]
+    done, building = [0], set()                           # building: the runners of builds in flight
 
     def build_one(h, src, o):
         bo = dict(o, build_only=True, timeout_s=max(600.0, o["timeout_s"]), static_checks=False)
-        r = _evaluate("build", "", src, bo)
+        r = _evaluate("build", "", src, bo, live=building)
         done[0] += 1
         say(f"build {done[0]}/{len(todo)} {h} {r['status']} {r.get('compile_s') or 0:.1f} s")
         return r
@@ -707,7 +711,10 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overla
         for f in futures:
             f.result()
     except BaseException:
-        for f in futures:                                 # Ctrl-C / SIGTERM: those in flight finish (their
+        bpool.shutdown(wait=False, cancel_futures=True)   # Ctrl-C / SIGTERM: no build is waited for (one took
+        for w in list(building):                          # 135 s on the H200, past `timeout`'s grace period)
+            w.kill()
+        for f in futures:                                 # evaluations in flight finish (their
             with contextlib.suppress(BaseException):      # results reach on_result), nothing new starts
                 f.result()
         raise

@@ -32,8 +32,9 @@ torch.compile takes tens of seconds per task, and every bench child has a privat
 the compile baselines are first compiled in `compile_workers` parallel processes into one shared inductor/Triton
 cache (`inductor_cache`; each worker imports the task, builds the baseline like bench does: same seed, backend
 flags, no_grad, device; and calls it twice); bench then times them one at a time with that cache (extra_env), so
-its child mostly loads compiled code. Tasks are measured in chunks, levels interleaved, so that a run stopped early
-(Ctrl-C, SIGTERM from `timeout`) covers every level. Nothing measured is lost: every answer is appended to
+its child mostly loads compiled code. The candidates are measured in one batch (builds in parallel, each evaluated as
+its build ends), the baselines in chunks; tasks go in with levels interleaved, so that a run stopped early (Ctrl-C,
+SIGTERM from `timeout`) covers every level. Nothing measured is lost: every answer is appended to
 samples.jsonl as it is generated, every kernel's result to kernels.jsonl and every row to results.jsonl as soon as
 it is measured; a rerun of the same command continues from them, and --summarize_only=True only rebuilds the report.
 The statistics and the report: report.py.
@@ -109,7 +110,7 @@ time_budget_s = 2.0             # bench: seconds the timed calls of one model sh
 build_workers = 0               # parallel builds in bench.evaluate_many; 0 = its default (CPUs less 2 per GPU)
 compile_workers = 8             # parallel processes that warm the inductor cache for the compile baselines; 0 = off
 inductor_cache = ""             # shared TORCHINDUCTOR_CACHE_DIR; "" = ~/.cache/cudal1/inductor
-chunk_tasks = 0                 # tasks per measuring chunk; 0 = 16 (kernels), one wave of warm-ups (baselines)
+chunk_tasks = 0                 # tasks per measuring chunk; 0 = all at once (kernels), one wave of warm-ups (baselines)
 overlap_warmup = True           # warm the next chunk's compile baselines while this chunk is timed (see Departures)
 screen_degenerate = "auto"      # auto (on for CUDA) | True | False: bench.degenerate_screen where the status is unknown
 summarize_only = False          # only rebuild the report from results.jsonl; measures nothing
@@ -378,7 +379,7 @@ if __name__ == "__main__":
     interrupted = None
     try:
         # ---- phase 1: the candidates, samples[(task, method)] = [(code or None, why there is none)], then every
-        # distinct (task, code) measured once for all methods, in chunks of tasks; kernels.jsonl keeps each result
+        # distinct (task, code) measured once for all methods; kernels.jsonl keeps each result
         todo = [(n, m) for n in order for m, _ in mains if (n, m) not in rows and not summarize_only]
         samples = {nm: [] for nm in todo}
         published = {}
@@ -397,19 +398,10 @@ if __name__ == "__main__":
             print(f"phase 1: {sum(bool(c) for s in samples.values() for c, _ in s)} candidates of {len(ptasks)} tasks "
                   f"({len(names) - len(ptasks)} tasks already measured"
                   + (f"; {len(old)} kernels measured by an earlier run are reused" if old else "") + ")")
-        for i in range(0, len(ptasks), chunk_tasks or 16):
-            part = ptasks[i:i + (chunk_tasks or 16)]
-            jobs = list({key(n, c): (n, ref[n], c) for n in part for m, _ in mains for c, _ in samples.get((n, m), [])
-                         if c and key(n, c) not in measured}.values())
-
-            def keep(j, res, jobs=jobs):  # as each job finishes (bench's worker thread), so Ctrl-C loses none
-                with save_lock:
-                    measured[key(jobs[j][0], jobs[j][2])] = res
-                    common.append_jsonl(kpath, dict(task=jobs[j][0], key=key(jobs[j][0], jobs[j][2])[1], result=res))
-            retry_oom(jobs, run_bench(jobs, static_checks=True, on_result=keep, **bench_kw), on_result=keep,
-                      static_checks=True, **bench_kw)
-            for n, (m, src) in itertools.product(part, mains):
-                if (n, m) not in samples:
+        def finish(n):  # the task's rows, once every one of its kernels is measured (called under save_lock)
+            for m, src in mains:
+                if (n, m) not in samples or (n, m) in rows or any(c and key(n, c) not in measured
+                                                                  for c, _ in samples[(n, m)]):
                     continue
                 per = [measured[key(n, code)] if code else dict(status="format" if model else "missing", correct=False,
                                                                 speedup=None, error=why) for code, why in samples[(n, m)]]
@@ -430,7 +422,36 @@ if __name__ == "__main__":
                            + (f" {r['speedup']:.2f}x" if r["speedup"] else f" | {common.error_line(r)}")
                            + (f" ({r['num_correct']}/{len(per)} correct)" if len(per) > 1 else ""))
 
-        # ---- degenerate status of tasks that carry their own reference (or lack the tasks_file field)
+        # Every candidate in one evaluate_many (chunk_tasks=0): builds never wait for the slowest of a chunk (one
+        # 135 s failing build held 15 others on the H200); a task's rows are written as its last kernel finishes.
+        step = chunk_tasks or max(1, len(ptasks))
+        for i in range(0, len(ptasks), step):
+            part = ptasks[i:i + step]
+            jobs = list({key(n, c): (n, ref[n], c) for n in part for m, _ in mains for c, _ in samples.get((n, m), [])
+                         if c and key(n, c) not in measured}.values())
+
+            def keep(j, res, jobs=jobs):  # as each job finishes (bench's worker thread), so Ctrl-C loses none
+                if is_oom(res) and not res.get("retried_after_oom"):
+                    return                # retry_oom runs it again alone, then calls keep with that result
+                with save_lock:
+                    measured[key(jobs[j][0], jobs[j][2])] = res
+                    common.append_jsonl(kpath, dict(task=jobs[j][0], key=key(jobs[j][0], jobs[j][2])[1], result=res))
+                    finish(jobs[j][0])
+            with save_lock:
+                for n in part:          # tasks with nothing left to measure (no kernel, or all measured before)
+                    finish(n)
+            retry_oom(jobs, run_bench(jobs, static_checks=True, on_result=keep, **bench_kw), on_result=keep,
+                      static_checks=True, **bench_kw)
+
+        # ---- degenerate status of tasks that carry their own reference (or lack the tasks_file field): the
+        # judge screened every task a kernel of this run reached (bench's `degenerate`), the rest get a screen
+        for t in tasks:
+            scr = next((r["degenerate"] for (n, _), r in measured.items()
+                        if n == t["name"] and isinstance(r.get("degenerate"), list)), None)
+            if scr is not None and (t["name"], "screen") not in rows and not summarize_only:
+                rows[(t["name"], "screen")] = dict(task=t["name"], level=t["level"], method="screen",
+                                                   degenerate=bool(scr), passed=scr, status="ok", error="")
+                common.append_jsonl(res_path, rows[(t["name"], "screen")])
         unknown = [t for t in tasks if report.degenerate_of(t, t["name"] in own_ref, {})[0] is None
                    and (t["name"], "screen") not in rows]
         if unknown and str(screen_degenerate) in ("True", "auto" if device.startswith("cuda") else "True") \

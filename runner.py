@@ -22,9 +22,11 @@ Timing of one "strict" call (issue 12 item 1; REFERENCE.md §2, §4): fresh inpu
 flushed (a 2x L2 write; persisting lines reset); then `pre` event, a ~SPIN_US device spin, `start` event; the host
 waits until `pre` has passed (the flush is done) and calls the model while the spin runs, so the model's launches are
 queued before `start` executes and the window holds device time, not launch latency; `end` is recorded right after
-the call on the current stream, then the whole device is synchronised and an `after` event recorded: work still
-running on other streams or threads after `end` lengthens end->after beyond its calibrated idle latency, and that
-excess is charged to the call. A side stream can hide at most the spin's remainder (<= SPIN_US) per call.
+the call on the current stream; the host busy-waits until `end` has passed, then synchronises the whole device and
+times that on its own clock: work still running on other streams or threads after `end` lengthens the synchronise
+beyond its calibrated idle cost, and that excess is charged to the call. (An `after` event recorded once the host
+returned from a blocking synchronise measured the OS's wake-up latency too: 20-100 us of noise per call on the H200,
+which read a 10 us kernel as 44 us.) A side stream can hide at most the spin's remainder (<= SPIN_US) per call.
 """
 import contextlib, ctypes, importlib.util, json, os, re, statistics, struct, sys, time
 
@@ -39,7 +41,7 @@ SEED = 42                                  # KernelBench: both models built righ
 FIXED_FLAGS = dict(matmul_allow_tf32=False, cudnn_allow_tf32=True, cudnn_benchmark=False,
                    cudnn_deterministic=False, float32_matmul_precision="highest")   # PyTorch defaults, §2
 SPIN_US = 40.0           # device spin before `start`: the model's launches queue during it (launch latency hidden)
-TAIL_TOL_US = 20.0       # end->after beyond the calibrated idle latency by more than this = work left running
+TAIL_TOL_US = 20.0       # a device synchronise after `end` longer than its idle cost by more than this = work left
                          # (host jitter after a device sync stays under it; leftover work above it is charged)
 MAX_FRAME = 8 << 20      # bytes of one JSON message; a bigger one is a protocol violation
 
@@ -354,8 +356,8 @@ class Clock:
             self._calibrate()
 
     def _calibrate(self):
-        """Spin cycles per SPIN_US (at working clocks: the GPU is kept busy first), and the end->after latency of
-        an idle device (both medians). call() re-sizes the spin whenever it ran short."""
+        """Spin cycles per SPIN_US (at working clocks: the GPU is kept busy first), and the cost of a device-wide
+        synchronise on an idle device (both medians). call() re-sizes the spin whenever it ran short."""
         pre, start, end, after = self.ev
         for _ in range(20):
             torch.cuda._sleep(1_000_000)
@@ -371,11 +373,17 @@ class Clock:
         tails = []
         for _ in range(15):
             end.record()
-            torch.cuda.synchronize()
-            after.record()
-            after.synchronize()
-            tails.append(end.elapsed_time(after))
+            tails.append(self._tail(end))
         self.idle_tail_ms = statistics.median(tails)
+
+    @staticmethod
+    def _tail(end):
+        """ms the host's device-wide synchronise takes once `end` has passed (busy-wait: no OS wake-up in it)."""
+        while not end.query():
+            pass
+        t0 = time.perf_counter()
+        torch.cuda.synchronize()                          # the whole device: other streams and threads too
+        return (time.perf_counter() - t0) * 1e3
 
     def flush(self):
         if self.flush_buf is not None:
@@ -397,10 +405,8 @@ class Clock:
                 pass
             out = model(*inputs)
             end.record()
-            torch.cuda.synchronize()                      # the whole device: other streams and threads too
-            after.record()
-            after.synchronize()
-            ms, tail = start.elapsed_time(end), end.elapsed_time(after) - self.idle_tail_ms
+            tail = self._tail(end) - self.idle_tail_ms
+            ms = start.elapsed_time(end)
             spin = pre.elapsed_time(start)
             if spin < 0.8 * SPIN_US / 1e3:                # clocks went up since calibration: spin longer (at most
                 self.spin_cycles = min(int(self.spin_cycles * SPIN_US / 1e3 / max(spin, 1e-4)),   # 4x: a candidate
