@@ -450,6 +450,9 @@ class _Session:
         limit = max(WALL_ABS_MS[o["device"]], WALL_REL[o["device"]] * res["cand_ms"], WALL_OVER[o["device"]] * over)
         res["clock"] = dict(excess_ms=round(excess, 5), overhead_ms=round(over, 5), limit_ms=round(limit, 5),
                             kind=self.clock_kind)
+        if os.environ.get("CUDAL1_CLOCK_TRACE"):          # every timed call: (claimed ms, wall ms), scripts/diag_clock.py
+            res["clock"]["trace"] = {side: [(round(m, 5), round(w * 1e3, 5)) for s_ in sets for _, m, w in s_]
+                                     for side, sets in (("cand", self.cand_sets), ("ref", self.ref_sets))}
         if excess > limit:
             clock = "the parent's clock" if self.clock_kind == "wall" else "the runner's CPU time"
             self.hacks.append(("clock_mismatch", f"{clock} shows {excess:.4g} ms per call more than the candidate "

@@ -427,6 +427,9 @@ def _copy_bandwidth_gbs(dev):
     return 2 * a.numel() * 4 / best / 1e9
 
 
+TRIM = os.environ.get("CUDAL1_JUDGE_TRIM", "1") != "0"   # return cached GPU memory between commands (diag_clock.py)
+
+
 def main(sock, spec):
     """Entry point of a forked judge: one reply per command (setup | exchange | check | call | exit)."""
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
@@ -449,6 +452,6 @@ def main(sock, spec):
             reply = fn(cmd)
         except Exception as e:
             reply = dict(ok=False, **R.describe(e))
-        if j.cuda and op != "call" and torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev) > 1 << 30:
+        if j.cuda and op != "call" and TRIM and torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev) > 1 << 30:
             torch.cuda.empty_cache()     # the float64 references and checks of a 6 GB task leave tens of GB cached
         R.send(sock, reply)              # here, which the candidate's process then could not allocate (H200 OOMs)

@@ -40,7 +40,8 @@ _ERR_CHARS = 2000
 SEED = 42                                  # KernelBench: both models built right after manual_seed(42)
 FIXED_FLAGS = dict(matmul_allow_tf32=False, cudnn_allow_tf32=True, cudnn_benchmark=False,
                    cudnn_deterministic=False, float32_matmul_precision="highest")   # PyTorch defaults, §2
-SPIN_US = 40.0           # device spin before `start`: the model's launches queue during it (launch latency hidden)
+SPIN_US = float(os.environ.get("CUDAL1_SPIN_US") or 40.0)   # device spin before `start` (us): the model's launches
+                         # queue during it (launch latency hidden); the env variable is for scripts/diag_clock.py
 TAIL_TOL_US = 20.0       # a device synchronise after `end` longer than its idle cost by more than this = work left
                          # (host jitter after a device sync stays under it; leftover work above it is charged)
 MAX_FRAME = 8 << 20      # bytes of one JSON message; a bigger one is a protocol violation
