@@ -24,9 +24,8 @@ waits until `pre` has passed (the flush is done) and calls the model while the s
 queued before `start` executes and the window holds device time, not launch latency; `end` is recorded right after
 the call on the current stream; the host busy-waits until `end` has passed, then synchronises the whole device and
 times that on its own clock: work still running on other streams or threads after `end` lengthens the synchronise
-beyond its calibrated idle cost, and that excess is charged to the call. (An `after` event recorded once the host
-returned from a blocking synchronise measured the OS's wake-up latency too: 20-100 us of noise per call on the H200,
-which read a 10 us kernel as 44 us.) A side stream can hide at most the spin's remainder (<= SPIN_US) per call.
+beyond its calibrated idle cost, and that excess is charged to the call (busy-waiting first keeps the OS's wake-up
+latency after a blocking wait out of it). A side stream can hide at most the spin's remainder (<= SPIN_US) per call.
 """
 import contextlib, ctypes, importlib.util, json, os, re, statistics, struct, sys, time
 
@@ -40,8 +39,9 @@ _ERR_CHARS = 2000
 SEED = 42                                  # KernelBench: both models built right after manual_seed(42)
 FIXED_FLAGS = dict(matmul_allow_tf32=False, cudnn_allow_tf32=True, cudnn_benchmark=False,
                    cudnn_deterministic=False, float32_matmul_precision="highest")   # PyTorch defaults, §2
-SPIN_US = float(os.environ.get("CUDAL1_SPIN_US") or 40.0)   # device spin before `start` (us): the model's launches
-                         # queue during it (launch latency hidden); the env variable is for scripts/diag_clock.py
+SPIN_US = float(os.environ.get("CUDAL1_SPIN_US") or 200.0)  # device spin before `start` (us): the model's launches
+                         # queue during it (launch latency hidden). 40 us was too short after an idle gap: a 10 us
+                         # kernel read 104 us (scripts/diag_clock.py on the H200); CUDAL1_SPIN_US is for that script
 TAIL_TOL_US = 20.0       # a device synchronise after `end` longer than its idle cost by more than this = work left
                          # (host jitter after a device sync stays under it; leftover work above it is charged)
 MAX_FRAME = 8 << 20      # bytes of one JSON message; a bigger one is a protocol violation
