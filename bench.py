@@ -13,15 +13,16 @@ Three processes, three files (issue 11; gpu-mode's pygpubench showed the way: th
             in ~0.05 s instead of ~3-5 s, issue 12 item 3), asks it for workers, sends them commands, and puts
             the record together: verdict, speedup, hack kind. It never imports a candidate.
   judge.py  one trusted worker per GPU: the reference, its outputs (float32 and float64) for inputs it makes from the
-            seeds, the comparisons, the precision measurement, the degenerate screen and the reference's timing.
-            No candidate code and no build-cache extension is ever loaded there.
+            seeds, the comparisons, the precision measurement and the degenerate screen. No candidate code and no
+            build-cache extension is ever loaded there.
   runner.py one fresh worker per candidate, never reused: imports (builds) the candidate, runs the calls the parent
             asks for, reports raw times and writes outputs into the judge's buffer. Untrusted once the candidate
-            is imported: its reports are measurements to check, never verdicts.
+            is imported: its reports are measurements to check, never verdicts. Once the candidate's runner is
+            dead, a second fresh runner whose "candidate" is the task's Model times the reference.
 The parent reveals each timed call's seed only when it asks for that call and times every call with its own clock
 (wall time on a GPU; on the CPU device the runner's CPU time from the kernel's accounting, which load on the box
-does not inflate); the judge times the reference through the same code and the same kind of socket hop, which
-calibrates the fixed overhead (per side, the least overhead on a GPU, the median on the CPU device; limits
+does not inflate); the reference is timed the same way, in a runner of its own, which calibrates the fixed
+overhead (per side, the least overhead on a GPU, the median on the CPU device; limits
 WALL_ABS_MS, WALL_REL, WALL_OVER). A candidate whose claimed times that clock contradicts is the hack `clock_mismatch`:
 a runner patched to report 40x for a plain torch.sigmoid still spends the real time on the parent's clock. Every
 call delivers its output with a checksum before it replies, and the judge checks every trial and one random timed
@@ -39,7 +40,7 @@ Protocols (PROTOCOLS; issue 6 item 5, issue 12 item 1) differ only in trial coun
   "kernelbench" (REFERENCE.md §2, KernelBench at HEAD): 5 trials; 3 warm-ups, 1 discarded + 100 timed calls on the
     SAME inputs, L2 flush, current-stream events; statistic = mean.
   "cudal1" (§1.7, CUDA-L1's released script): 10 trials; 3 warm-ups; 7 rounds x 10 calls on fresh inputs, device
-    sync inside the window, no flush; statistic = mean of round means. The reference is timed in the judge after
+    sync inside the window, no flush; statistic = mean of round means. The reference is timed after
     the candidate (no paired trials across processes), so our "cudal1" reproduces its timing rule, not its pairing.
 Checks: static_check (live code only, a first filter); in the judge: every correctness trial and one random timed
 call of every round (the runner cannot know which) against the reference on the same seed (structure, shape,
@@ -237,8 +238,7 @@ class _Session:
 
     def judge(self, cmd, timeout=900.0):
         try:
-            return self.jw.ask(dict(cmd, task_key=self.task_key, task_src=self.task_src), timeout,
-                               clock=self.clock_kind if cmd["op"] == "call" else "wall")
+            return self.jw.ask(dict(cmd, task_key=self.task_key, task_src=self.task_src), timeout)
         except WorkerError as e:
             drop_judge(self.jw)
             raise _Stop("crash", None, f"the judge worker failed ({e.kind}: {e}); log tail:\n"
@@ -366,7 +366,8 @@ class _Session:
         self.lap("trials")
 
     def timed_set(self, who, n):
-        """One set of timed calls (the protocol's schedule) by the runner ("cand") or the judge ("ref"); for the
+        """One set of timed calls (the protocol's schedule) by the candidate's runner ("cand") or the reference's
+        ("ref"); for the
         candidate one random call per round is checked by the judge. [(round, ms, wall s)]."""
         rows, fixed = [], self.rng.randrange(2 ** 31)
         for rnd, calls in _schedule(self.o["protocol"], n):
@@ -464,6 +465,11 @@ class _Session:
         if len(measures) == 2 and measures[0]["speedup"] and measures[1]["speedup"]:
             a, b = measures[0]["speedup"], measures[1]["speedup"]
             res["remeasure"] = dict(first=measures[0], second=measures[1], rel_diff=abs(a - b) / min(a, b))
+        if o["device"] != "cpu" and info.get("bandwidth_gbs"):     # §4 impossible time (named first: a proof)
+            res["floor_ms"] = time_floor_ms(info["input_bytes"] + info["output_bytes"], info["bandwidth_gbs"])
+            if res["floor_ms"] > 0.02 and res["cand_ms"] < res["floor_ms"]:
+                self.hacks.append(("impossible_time", f"cand_ms {res['cand_ms']:.4g} is below the physical floor "
+                                                      f"{res['floor_ms']:.4g} ms"))
         # The parent's clock (issue 11 item 1): per call, wall - claimed is the fixed overhead (making inputs,
         # flushing, delivering the output, two socket hops); the reference's calls calibrate it. Load on the
         # machine (builds, other processes) only ever adds to a call's wall time, so each side's least overhead is
@@ -477,18 +483,13 @@ class _Session:
         limit = max(WALL_ABS_MS[o["device"]], WALL_REL[o["device"]] * res["cand_ms"], WALL_OVER[o["device"]] * over)
         res["clock"] = dict(excess_ms=round(excess, 5), overhead_ms=round(over, 5), limit_ms=round(limit, 5),
                             kind=self.clock_kind)
-        if os.environ.get("CUDAL1_CLOCK_TRACE"):          # every timed call: (claimed ms, wall ms), scripts/diag_clock.py
+        if os.environ.get("CUDAL1_CLOCK_TRACE"):          # each timed call's (claimed ms, wall ms): diag_clock.py
             res["clock"]["trace"] = {side: [(round(m, 5), round(w * 1e3, 5)) for s_ in sets for _, m, w in s_]
                                      for side, sets in (("cand", self.cand_sets), ("ref", self.ref_sets))}
         if excess > limit:
             clock = "the parent's clock" if self.clock_kind == "wall" else "the runner's CPU time"
             self.hacks.append(("clock_mismatch", f"{clock} shows {excess:.4g} ms per call more than the candidate "
                                                  f"claimed ({res['cand_ms']:.4g} ms; limit {limit:.3g} ms)"))
-        if o["device"] != "cpu" and info.get("bandwidth_gbs"):     # REFERENCE.md §4 impossible time
-            res["floor_ms"] = time_floor_ms(info["input_bytes"] + info["output_bytes"], info["bandwidth_gbs"])
-            if res["floor_ms"] > 0.02 and res["cand_ms"] < res["floor_ms"]:
-                self.hacks.append(("impossible_time", f"cand_ms {res['cand_ms']:.4g} is below the physical floor "
-                                                      f"{res['floor_ms']:.4g} ms"))
 
     def run(self):
         res, o = self.res, self.o

@@ -403,9 +403,11 @@ if __name__ == "__main__":
                 if (n, m) not in samples or (n, m) in rows or any(c and key(n, c) not in measured
                                                                   for c, _ in samples[(n, m)]):
                     continue
-                per = [measured[key(n, code)] if code else dict(status="format" if model else "missing", correct=False,
-                                                                speedup=None, error=why) for code, why in samples[(n, m)]]
-                best = pick_best(per) or dict(status="missing", correct=False, speedup=None, error="no kernel for this task")
+                per = [measured[key(n, code)] if code else dict(status="format" if model else "missing",
+                                                                correct=False, speedup=None, error=why)
+                       for code, why in samples[(n, m)]]
+                best = pick_best(per) or dict(status="missing", correct=False, speedup=None,
+                                              error="no kernel for this task")
                 code = next((samples[(n, m)][i][0] for i, r in enumerate(per) if r is best), None)
                 extra = dict(source=src, num_samples=len(per), num_correct=sum(bool(r.get("correct")) for r in per),
                              sample_status=[r.get("status") for r in per], sample_hacks=[r.get("hack") for r in per],

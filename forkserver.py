@@ -381,9 +381,9 @@ class _Judge:
         self.w = Worker("judge", dict(device=device), scrubbed_env(self.tmp, build_root, gpu=gpu), self.tmp)
         self.lock = threading.Lock()
 
-    def ask(self, cmd, timeout=900.0, clock="wall"):
+    def ask(self, cmd, timeout=900.0):
         with self.lock:
-            reply, wall = self.w.ask(cmd, timeout, clock=clock)
+            reply, wall = self.w.ask(cmd, timeout)
         if not reply.get("ok"):
             raise RuntimeError(reply.get("error") or "judge error")
         return reply, wall

@@ -17,7 +17,8 @@ bytes in a buffer it owns plus JSON metadata it validates. It:
     PREC_HALF_CONV replaces PREC_HALF: PyTorch lets cuDNN use TF32 there by default. Calibration in the README;
   - screens the task for degenerate outputs (REFERENCE.md §3; cached per task source in its memory, never on
     disk, where a candidate could rewrite it);
-  - times the reference with runner.Clock, the same code that times candidates, over the same kind of socket hop.
+  - (the reference's timing is not here: bench.py times it in a fresh runner, the same kind of process as the
+    candidate's, so both sides pay the same fixed overhead per call).
 Nothing it computes depends on anything a candidate process says except the bytes being judged.
 """
 import contextlib, copy, ctypes, hashlib, json, math, os, random, re, statistics, time
@@ -201,12 +202,12 @@ def screen(task, seeds, atol, rtol):
 class _Judge:
     def __init__(self, dev):
         self.dev, self.cuda = dev, dev.type == "cuda"
-        self.infos, self.task, self.clocks, self.ex, self.bw, self._scratch = {}, None, {}, None, None, None
+        self.infos, self.task, self.clocks, self.ex, self.bw = {}, None, {}, None, None
         self.screens = {}
 
     def ensure(self, cmd):
         if self.task is None or self.task.key != cmd["task_key"]:
-            self.task = self._scratch = None              # free the previous task's models and buffers first
+            self.task = None                              # free the previous task's model and buffers first
             if self.cuda:
                 torch.cuda.empty_cache()
             self.task = _Task(cmd["task_src"], cmd["task_key"], self.dev, self.infos.get(cmd["task_key"]))
@@ -361,28 +362,6 @@ class _Judge:
                 res["precision"] = dict(skipped=f"{type(e).__name__}: {e}"[:300])
         return res
 
-    def call(self, cmd):
-        """One timed reference call, its output delivered to a scratch buffer with a checksum: the same work per
-        call as a runner's, so the parent's clock sees the same fixed overhead on both sides."""
-        t = self.ensure(cmd)
-        info = self.infos[cmd["task_key"]]
-        if (self._scratch or (None,))[0] != cmd["task_key"]:               # a delivery target like a runner's
-            if self.cuda:
-                buf = torch.empty(max(info["total"], ALIGN), dtype=torch.uint8, device=self.dev)
-                spec = dict(kind="local", ptr=buf.data_ptr(), layout=info["layout"])
-            else:
-                buf = os.path.join(os.environ.get("TMPDIR", "/tmp"), "scratch.bin")
-                with open(buf, "wb") as f:
-                    f.truncate(max(info["total"], ALIGN))
-                spec = dict(kind="file", path=buf, layout=info["layout"])
-            self._scratch = (cmd["task_key"], buf, R.Exchange(spec))
-        inputs = R.make_inputs(t.mod, cmd["seed"], self.dev)
-        R.set_flags(R.FIXED_FLAGS)
-        with torch.no_grad():
-            ms, out = self.clock(cmd["protocol"]).call(t.model, inputs)
-            checksum = self._scratch[2].write([x for x in R.leaves(out) if isinstance(x, torch.Tensor)])
-        return dict(ok=True, ms=ms, checksum=checksum, meta=R.meta(out))
-
 
 def _regular_file(path, flags):
     """The exchange file, opened without following a link and without blocking (a candidate may have replaced it
@@ -431,7 +410,7 @@ TRIM = os.environ.get("CUDAL1_JUDGE_TRIM", "1") != "0"   # return cached GPU mem
 
 
 def main(sock, spec):
-    """Entry point of a forked judge: one reply per command (setup | exchange | check | call | exit)."""
+    """Entry point of a forked judge: one reply per command (setup | exchange | check | exit)."""
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(1)
     dev = torch.device(spec["device"])
@@ -448,10 +427,11 @@ def main(sock, spec):
         if op == "exit":
             return
         try:
-            fn = dict(setup=j.setup, exchange=j.exchange, check=j.check, call=j.call)[op]
+            fn = dict(setup=j.setup, exchange=j.exchange, check=j.check)[op]
             reply = fn(cmd)
         except Exception as e:
             reply = dict(ok=False, **R.describe(e))
-        if j.cuda and op != "call" and TRIM and torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev) > 1 << 30:
+        spare = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev) if j.cuda else 0
+        if TRIM and spare > 1 << 30:
             torch.cuda.empty_cache()     # the float64 references and checks of a 6 GB task leave tens of GB cached
         R.send(sock, reply)              # here, which the candidate's process then could not allocate (H200 OOMs)

@@ -289,8 +289,6 @@ class Exchange:
 
     def __init__(self, spec):
         self.spec, self.ptr, self.mm = spec, None, None
-        if spec["kind"] == "local":                       # the judge's own scratch (same work as a runner's)
-            self.ptr = spec["ptr"]
         if spec["kind"] == "ipc":
             lib = cudart()
             handle = _IpcHandle.from_buffer_copy(bytes.fromhex(spec["handle"]))
