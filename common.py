@@ -9,6 +9,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -143,12 +144,14 @@ def print_help(g):
     doc = (g.get("__doc__") or "").strip().splitlines()
     script = os.path.basename(g.get("__file__", "script.py"))
     presets = sorted(f[:-3] for f in os.listdir(os.path.join(ROOT, "config")) if f.endswith(".py"))
-    out = [" ".join(doc[:doc.index("")] if "" in doc else doc[:1])]  # the first paragraph
+    out = [textwrap.fill(" ".join(doc[:doc.index("")] if "" in doc else doc[:1]), 120)]  # the first paragraph
     out += [line for line in doc if re.match(r"\s+(python|torchrun) ", line)]
-    out.append(f"\nsettings (--key=value; --preset=NAME: {', '.join(presets)} from config/; --gpu=NAME: "
-               f"{', '.join(GPU_PRESETS)}). More in the docstring of {script} and in README.md.")
+    out.append("\n" + textwrap.fill(f"settings (--key=value; --preset=NAME: {', '.join(presets)} from config/; "
+                                     f"--gpu=NAME: {', '.join(GPU_PRESETS)}). More in the docstring of {script} and "
+                                     f"in README.md.", 120))
     for title, items in config_block(g["__file__"]):
-        out.append(f"\n{title}:" if title else "")
+        if title:
+            out.append(f"\n{title}:")
         for k, comment in items:
             v = g.get(k)
             setting = f"--{k}={v!r}" if isinstance(v, str) else f"--{k}={v}"

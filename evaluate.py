@@ -83,8 +83,8 @@ import taskset
 # config: --key=value overrides any of these (common.configure)
 kernels = ""                    # kernels file (this project's rows or the CUDA-L1 release format)
 model = ""                      # HF name or folder whose answers are evaluated, or label=NAME,... for several models
-tasks_file = ""                 # prepare.py's task set ({"name", "level", "src", "split"} rows); "" = out_dir/tasks.jsonl
-kernelbench_dir = ""            # or KernelBench's level*/*.py (no split); "" = $KERNELBENCH_DIR or ../shared/kernelbench
+tasks_file = ""                 # prepare.py's task set (name, level, src, split); "" = out_dir/tasks.jsonl
+kernelbench_dir = ""            # or level*/*.py (no split); "" = $KERNELBENCH_DIR or ../shared/kernelbench
 levels = "1,2,3"                # KernelBench levels to evaluate
 split = "all"                   # which tasks of tasks_file: train | eval | all
 task_names = ""                 # comma list of task names; overrides levels and split
@@ -110,9 +110,9 @@ time_budget_s = 2.0             # bench: seconds the timed calls of one model sh
 build_workers = 0               # parallel builds in bench.evaluate_many; 0 = its default (CPUs less 2 per GPU)
 compile_workers = 8             # parallel processes that warm the inductor cache for the compile baselines; 0 = off
 inductor_cache = ""             # shared TORCHINDUCTOR_CACHE_DIR; "" = ~/.cache/cudal1/inductor
-chunk_tasks = 0                 # tasks per measuring chunk; 0 = all at once (kernels), one wave of warm-ups (baselines)
+chunk_tasks = 0                 # tasks per chunk; 0 = all (kernels), one wave of warm-ups (baselines)
 overlap_warmup = True           # warm the next chunk's compile baselines while this chunk is timed (see Departures)
-screen_degenerate = "auto"      # auto (on for CUDA) | True | False: bench.degenerate_screen where the status is unknown
+screen_degenerate = "auto"      # auto (on for CUDA) | True | False: screen tasks of unknown status
 summarize_only = False          # only rebuild the report from results.jsonl; measures nothing
 # -----------------------------------------------------------------------------
 

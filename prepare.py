@@ -1,8 +1,8 @@
 """
 Stage 0: the task set, the seed kernels and the stage-1 SFT data.
 
-    python prepare.py --kernelbench_dir=../shared/kernelbench --levels=1,2,3      # the task set only
-    python prepare.py --preset=tiny                                                # + measured seed kernels and SFT data
+    python prepare.py --kernelbench_dir=../shared/kernelbench --levels=1,2,3   # the task set only
+    python prepare.py --preset=tiny   # + measured seed kernels and SFT data
 
     python prepare.py --teachers=openai:gpt-4o,hf:Qwen/Qwen2.5-Coder-7B-Instruct --teacher_tries=20   # stage-1 data
     python prepare.py --import_kernels=../shared/cudal1_sample/a100_sample.jsonl                     # + imports
@@ -70,7 +70,7 @@ import taskset
 
 # -----------------------------------------------------------------------------
 # config
-kernelbench_dir = ""  # KernelBench's task files; "" = $KERNELBENCH_DIR, else ../shared/kernelbench by the checkout
+kernelbench_dir = ""  # KernelBench's tasks; "" = $KERNELBENCH_DIR or ../shared/kernelbench
 download = False  # fetch KernelBench from GitHub when kernelbench_dir does not exist
 kernelbench_url = "https://github.com/ScalingIntelligence/KernelBench/archive/refs/heads/main.tar.gz"  # for download
 levels = "1,2,3"  # KernelBench levels of the task set
@@ -78,7 +78,7 @@ task_names = ""  # comma list of "level1/25_Swish"-style names; empty = every ta
 split = "heldout"  # heldout | paper
 eval_fraction = 0.2  # share of the tasks held out for evaluation (split=heldout)
 out_dir = "out"  # the run folder the other stages read
-variants_dir = ""  # project-written kernels, <variants_dir>/<task stem>/*.py, measured and used as seeds + SFT data
+variants_dir = ""  # project-written kernels (<task stem>/*.py): measured seeds + SFT data
 sft_prompts_per_variant = 4  # SFT rows per kernel; the pairs of exemplars in its prompts go round all pairs
 device = "cuda"  # where kernels are measured: cuda | cpu
 gpu = "h200"  # --gpu=NAME sets device, arch and gpu_name from common.GPU_PRESETS
@@ -94,7 +94,7 @@ screen_degenerate = "auto"  # auto (on for CUDA) | True | False: degeneracy scre
 teachers = ""  # comma list of hf:<HF name or folder> | openai:<model>
 teacher_tries = 20  # K: answers per teacher and task (CUDA-L1: up to 20)
 teacher_keep = 2  # M: distinct verified kernels kept per teacher and task (CUDA-L1: at most 2)
-teacher_batch = 4  # tries per task generated and verified together (a (teacher, task) stops once it has M)
+teacher_batch = 4  # tries per task generated and verified together (a teacher stops a task at M)
 teacher_temperature = 1.0  # sampling temperature of the teachers
 teacher_max_new_tokens = 8192  # longest teacher answer, in tokens
 teacher_concurrency = 8  # parallel requests to an OpenAI-compatible endpoint

@@ -75,11 +75,11 @@ import prompting
 
 # -----------------------------------------------------------------------------
 # config
-policy = ""  # HF name or folder to start from; "" = out_dir/sft when it exists, else default_model
+policy = ""  # HF name or folder; "" = out_dir/sft when it exists, else default_model
 default_model = "Qwen/Qwen2.5-Coder-1.5B-Instruct"  # the policy when there is neither --policy nor out_dir/sft
 out_dir = "out"  # reads tasks.jsonl, db.json, seed.jsonl from here; writes out_dir/rl
 split = "train"  # which tasks of tasks.jsonl to train on: train | eval | all
-train_degenerate = False  # also train on tasks prepare.py's screen found degenerate (REFERENCE.md §3; issue 6 item 3)
+train_degenerate = False  # also train on tasks prepare.py's screen found degenerate (REFERENCE.md §3)
 gpu = "a100"  # --gpu=NAME sets device, arch, gpu_name and batch sizes from common.GPU_PRESETS
 device = "cuda"  # where the policy trains and the kernels run: cuda | cpu
 arch = "8.0"  # TORCH_CUDA_ARCH_LIST for nvcc
@@ -100,7 +100,7 @@ mask_truncated_completions = True  # no loss on answers cut at max_completion_le
 # reward (CUDA-L1 §3)
 failure_reward = 0.0  # reward of an answer that fails (format, build, crash, wrong output, hack)
 reward_clip = 1.5  # normalise rewards (over reward_norm's set), then clip to +-reward_clip; 0 disables
-reward_norm = "batch"  # batch | group: normalise-and-clip over the whole batch or each prompt's group (issue 13)
+reward_norm = "batch"  # batch | group: normalise-and-clip over the batch or each prompt's group
 # exemplars (CUDA-L1 §3: bucket sampling)
 num_exemplars = 2  # earlier kernels with their speedups in each prompt
 exemplar_sampling = "bucket"  # bucket | random
@@ -111,30 +111,29 @@ lr = 1e-6  # AdamW learning rate
 weight_decay = 0.0  # AdamW weight decay
 grad_clip = 1.0  # gradient norm clip
 micro_batch_size = 1  # answers per forward/backward pass
-logp_chunk_size = 512  # completion tokens per chunk of the log-prob head (memory: B x chunk x vocab fp32); 0 = all
+logp_chunk_size = 512  # tokens per chunk of the log-prob head (B x chunk x vocab fp32); 0 = all
 gradient_checkpointing = False  # recompute activations in backward: less memory, more time (scripts/rl_scale.py)
 async_rollouts = False  # generate step k+1's rollouts while step k's kernels compile (docstring: staleness)
 gen_batch_size = 32  # completions per transformers generate() call
-use_vllm = False  # sample with a colocated vLLM engine (common.load_vllm); False = transformers generate
+use_vllm = False  # sample with a colocated vLLM engine; False = transformers generate
 vllm_gpu_memory_utilization = 0.3  # the GPU memory share vLLM may take; training needs the rest
 vllm_max_model_len = 0  # prompt + completion tokens vLLM reserves KV cache for; 0 = the model's maximum
 dtype = "bfloat16"  # autocast dtype on CUDA; weights and optimizer stay in float32
 max_steps = 200  # GRPO steps
 save_interval = 10  # checkpoint every this many steps (and at the end and on Ctrl-C)
 seed = 1337  # task order, exemplar draws and sampling
-resume = False  # continue out_dir/rl/ckpt (and an interrupted chain) instead of refusing an existing run
-result_cache = ""  # a JSON {key: bench result} from an earlier run on the same GPU (rl/cache.json) to reuse
+resume = False  # continue out_dir/rl/ckpt (and an interrupted chain), not refuse a run
+result_cache = ""  # {key: bench result} JSON of an earlier run on this GPU (rl/cache.json)
 # evaluation of kernels (bench.py)
 num_correct_trials = 5  # correctness trials per kernel, each on fresh inputs
 time_budget_s = 2.0  # seconds the timed calls of one kernel should take
 timeout_s = 300.0  # per kernel: build, checks and timing, s
 build_workers = 0  # parallel builds; 0 = one per CPU core
-# chaining (the presets): prepare.py and sft.py before RL, evaluate.py after; --preset --gpu --out_dir --device
-# --arch --gpu_name --build_workers --kernelbench_dir --download --seed of this command go to them too
-kernelbench_dir = ""  # "" = prepare.py's default ($KERNELBENCH_DIR or ../shared/kernelbench)
+# chaining (the presets): prepare.py and sft.py run before RL, evaluate.py after, with this command's shared settings
+kernelbench_dir = ""  # "" = $KERNELBENCH_DIR or ../shared/kernelbench
 download = False  # prepare.py fetches KernelBench from GitHub when kernelbench_dir does not exist
 prepare_if_missing = False  # run prepare.py and sft.py first where their outputs are missing or unfinished
-run_evaluate = False  # run evaluate.py after RL: the model before RL (the SFT model) and after, side by side
+run_evaluate = False  # run evaluate.py after RL: the SFT model and the RL model side by side
 # -----------------------------------------------------------------------------
 
 

@@ -2,9 +2,9 @@
 Stages 1 and 2 of CUDA-L1: supervised fine-tuning on (prompt, response) pairs, in plain PyTorch.
 
     python sft.py --init_from=Qwen/Qwen2.5-Coder-1.5B-Instruct --data=out/sft.jsonl   # stage 1, a Hugging Face model
-    python sft.py --preset=tiny                                                       # stage 1, a tiny model from scratch
-    torchrun --nproc_per_node=8 sft.py --init_from=...                                # stage 1 on 8 GPUs (DDP)
-    python sft.py --preset=tiny --self_train=True --self_train_rounds=2               # stage 2 from out_dir/sft
+    python sft.py --preset=tiny   # stage 1, a tiny model from scratch
+    torchrun --nproc_per_node=8 sft.py --init_from=...   # stage 1 on 8 GPUs (DDP)
+    python sft.py --preset=tiny --self_train=True --self_train_rounds=2   # stage 2 from out_dir/sft
 
 Stage 1. The loss is next-token cross-entropy on the response tokens (and the EOS that ends them) only: the prompt
 is context, not a target (REFERENCE.md §1.1: "(instruction + reference) -> variant"). Prompts go through the
@@ -66,7 +66,7 @@ out_dir = "out"  # the run folder: out_dir/sft (stage 1), out_dir/self_train (st
 data = ""  # JSONL of {prompt, response}; default out_dir/sft.jsonl
 # the tiny model (init_from="tiny")
 vocab_size = 4096  # BPE vocabulary trained on the data itself
-max_token_length = 32  # longest merged token, in characters (no pre-tokenisation: merges cross spaces/newlines)
+max_token_length = 32  # longest merged token in characters (merges cross spaces and newlines)
 n_layer = 2  # transformer layers
 n_head = 4  # attention heads
 n_embd = 128  # hidden size
@@ -85,7 +85,7 @@ val_fraction = 0.1  # share of the rows held out for the validation loss
 eval_interval = 50  # validation loss every this many steps
 log_interval = 10  # a log line every this many steps
 save_interval = 0  # checkpoint every this many iterations (0 = only at the end and on Ctrl-C)
-stop_iter = 0  # stop after this iteration with a checkpoint, as an interruption would (time-boxed jobs); 0 = never
+stop_iter = 0  # stop after this iteration with a checkpoint, as an interrupt would; 0 = never
 device = "cuda" if torch.cuda.is_available() else "cpu"  # cuda | cpu
 dtype = "bfloat16"  # autocast dtype on CUDA ("float32" = no autocast)
 param_dtype = "float32"  # weights and AdamW state; "bfloat16" halves their memory
