@@ -702,3 +702,25 @@ def test_builds_ahead_run_niced_and_timed_runs_do_not(tmp_path):
     assert r["status"] == "runtime_error" and f"niceness={min(19, base + bench.BUILD_NICE)}" in r["error"], r
     r = bench.evaluate(TASK, cand, device="cpu", build_root=str(tmp_path), timeout_s=60, static_checks=False)
     assert r["status"] == "runtime_error" and f"niceness={base}" in r["error"], bench.result_summary(r)
+
+
+def test_interrupt_kills_the_builds_in_flight(tmp_path):
+    """Issue 12: Ctrl-C / SIGTERM while evaluate_many builds ahead stops at once. Builds in flight are killed, not
+    waited for (on the H200 an audit's 135 s build outlived `timeout`'s grace period and the run lost its report)."""
+    import signal
+    cand = "import time\ntime.sleep(300)\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    pass\n"
+    code = (f"import sys\nsys.path.insert(0, {ROOT!r})\nimport bench\nprint('start', flush=True)\n"
+            f"bench.evaluate_many([('t', {TASK!r}, {cand!r})], device='cpu', build_root={str(tmp_path)!r}, "
+            f"static_checks=False, timeout_s=600)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "start"
+        time.sleep(6)                                   # the fork server is up and the build's runner sleeps
+        assert p.poll() is None, p.stderr.read()
+        t0 = time.time()
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=120)
+        assert time.time() - t0 < 20, f"{time.time() - t0:.0f} s to stop"
+        assert "KeyboardInterrupt" in p.stderr.read()
+    finally:
+        p.kill()

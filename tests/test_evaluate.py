@@ -219,9 +219,10 @@ def test_cuda_graph_and_cudnn_baselines_are_valid_modules():
 
 class FakeBench:
     """Answers by looking at the candidate source; records every call."""
-    def __init__(self, fail_many=False, interrupt_after=None, oom_in_many=False):
+    def __init__(self, fail_many=False, interrupt_after=None, oom_in_many=False, oom_first_kernel=False):
         self.calls, self.fail_many, self.interrupt_after, self.kw = [], fail_many, interrupt_after, []
         self.oom_in_many = oom_in_many  # torch.compile baselines run out of GPU memory inside evaluate_many
+        self.oom_first_kernel = oom_first_kernel  # the first candidate kernel does, inside evaluate_many
 
     def _one(self, cand, flags_override=None):
         if "sigmoid" in cand:
@@ -248,7 +249,8 @@ class FakeBench:
                 self.kw.append(dict(jkw, flags_override=jkw.get("flags_override")))
                 self._maybe_interrupt()
             out.append(self._one(cand, jkw.get("flags_override")))
-            if self.oom_in_many and "torch.compile" in cand:
+            if (self.oom_in_many and "torch.compile" in cand) or (self.oom_first_kernel and jkw["static_checks"]
+                                                                  and i == 0):
                 out[-1] = dict(status="runtime_error", correct=False, speedup=None, error_type="OutOfMemoryError",
                                error="OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 GiB.")
             if on_result is not None:
@@ -418,6 +420,24 @@ def test_oom_result_is_run_again_alone(tmp_path, monkeypatch, capsys):
     lines = [r for r in _lines(f"{out}/results.jsonl") if r["method"] == "compile"]
     assert [r["status"] for r in lines] == ["runtime_error", "runtime_error", "runtime_error", "ok"]
     assert lines[-1]["retried_after_oom"] and "| compile | all | 1.25 | 1.50 |" in text  # [graph-break fail, 1.5]
+
+
+def test_kernels_in_one_batch_and_an_oom_kernel_written_once_after_its_retry(tmp_path, monkeypatch, capsys):
+    """Phase 1 measures every candidate in ONE evaluate_many call (on the H200 a chunk of 16 tasks waited for one
+    135 s failing build), writes each task's row as its last kernel finishes, and a kernel that ran out of GPU memory
+    there is written once, with the result of its run alone (an OOM row first would be the one a rerun reuses)."""
+    out = str(tmp_path / "eval")
+    fake = FakeBench(oom_first_kernel=True)
+    _run(monkeypatch, capsys, fake, f"--kernels={FIX}/eval_kernels.jsonl", f"--tasks_file={FIX}/eval_tasks.jsonl",
+         "--device=cpu", "--baselines=eager", f"--eval_dir={out}", "--compile_workers=0")
+    assert [c for c in fake.calls if c[0] == "many" and c[2]] == [("many", 2, True)]
+    assert [c for c in fake.calls if c[0] == "one" and c[2]] == [("one", "level1/1_RowScale", True)]
+    kern = _lines(f"{out}/kernels.jsonl")
+    assert len(kern) == 2 and [k["result"]["status"] for k in kern] == ["incorrect", "ok"], kern
+    assert kern[1]["result"]["retried_after_oom"]
+    rows = [r for r in _lines(f"{out}/results.jsonl") if r["method"] == "kernels"]
+    assert sorted((r["task"], r["status"]) for r in rows) == [("level1/1_RowScale", "ok"),
+                                                             ("level2/1_TanhScale", "incorrect")]
 
 
 def test_partial_run_still_reports_the_kernels(tmp_path, monkeypatch, capsys):
