@@ -689,7 +689,8 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overla
         bo = dict(o, build_only=True, timeout_s=max(600.0, o["timeout_s"]), static_checks=False)
         r = _evaluate("build", "", src, bo, live=building)
         done[0] += 1
-        say(f"build {done[0]}/{len(todo)} {h} {r['status']} {r.get('compile_s') or 0:.1f} s")
+        if r["status"] != "ok" or (r.get("compile_s") or 0) >= 0.05:   # not for candidates with nothing to build
+            say(f"build {done[0]}/{len(todo)} {h} {r['status']} {r.get('compile_s') or 0:.1f} s")
         return r
     builds = {h: bpool.submit(build_one, h, src, o) for h, (src, o) in todo.items()}
     if not overlap:
@@ -769,9 +770,9 @@ def main(argv=None):
     ap.add_argument("--protocol", default="strict", choices=PROTOCOLS, help="timing protocol (module docstring)")
     ap.add_argument("--check_only", action="store_true", help="correctness only, no timing")
     a = ap.parse_args(argv)
-    for p in (a.task, a.candidate):
-        if not os.path.isfile(p):
-            sys.exit(f"error: no such file: {p}")
+    missing = [f"{role} {p}" for role, p in (("task", a.task), ("candidate", a.candidate)) if not os.path.isfile(p)]
+    if missing:
+        sys.exit(f"error: no such file: {'; '.join(missing)} (usage: python bench.py TASK.py CANDIDATE.py)")
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("error: --device cuda but torch sees no CUDA GPU (a CPU build of torch, or no driver); use --device cpu")
     res = evaluate(open(a.task).read(), open(a.candidate).read(), task_name=os.path.basename(a.task)[:-3],

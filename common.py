@@ -299,9 +299,10 @@ def resolve_model(name):
         parent = os.path.dirname(os.path.normpath(path)) or "."
         if os.path.isdir(parent):
             near = difflib.get_close_matches(os.path.basename(os.path.normpath(path)), sorted(os.listdir(parent)), 3, 0.6)
+            shown = sorted(n for n in os.listdir(parent) if not n.startswith("."))[:8]
             hint = ("did you mean " + " or ".join(repr(os.path.join(os.path.dirname(os.path.normpath(name)), m))
                                                   for m in near) + "?" if near else
-                    f"{parent} holds: {', '.join(sorted(os.listdir(parent))[:8]) or 'nothing'}")
+                    f"{parent} holds: {', '.join(shown) or 'nothing'}")
         else:
             hint = f"its folder {parent} does not exist either"
         raise RuntimeError(f"model folder {name!r} does not exist; {hint}")
