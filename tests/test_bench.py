@@ -415,13 +415,16 @@ def test_static_checks():
 
 DEGENERATE_TASK = TASK.replace("return x * 2 + 1", "return (x - x.mean(dim=1, keepdim=True)).mean(dim=1)")  # ~0
 RELU_TASK = TASK.replace("return x * 2 + 1", "return torch.relu(x)")    # inputs are torch.rand: relu(x) == x
+BIG_TASK = TASK.replace("torch.rand(256, 1024)", "torch.rand(1024, 1024)")
 CASES2 = {   # name -> (candidate file, evaluate() keywords)
     "kernelbench": ("cand_scale_correct.py", dict(protocol="kernelbench")),
     "cudal1": ("cand_scale_correct.py", dict(protocol="cudal1")),
     "check_only": ("cand_scale_correct.py", dict(check_only=True)),
     "remeasure": ("cand_scale_correct.py", dict(remeasure_above=0.0)),
-    "content_cache_strict": ("cand_content_cache.py", {}),
-    "content_cache_kernelbench": ("cand_content_cache.py", dict(protocol="kernelbench")),
+    # a 4x larger input than TASK: a cache hit (~50 us of Python for its key) is then clearly faster than the
+    # reference (at 256 x 1024 the ratio sat near 2x on a loaded 2-core box, too close to tell the hack works)
+    "content_cache_strict": ("cand_content_cache.py", dict(_task=BIG_TASK)),
+    "content_cache_kernelbench": ("cand_content_cache.py", dict(protocol="kernelbench", _task=BIG_TASK)),
     "cudnn_flagged": ("cand_trusted_cudnn.py", dict(static_checks=False)),
     "cudnn_override": ("cand_trusted_cudnn.py", dict(static_checks=False, flags_override={"cudnn_benchmark": True})),
     "env_missing": ("cand_needs_env.py", {}),
@@ -438,8 +441,9 @@ def env2(tmp_path_factory):
         with ThreadPoolExecutor(3) as pool:
             screens = {name: pool.submit(bench.degenerate_screen, t, task_name=name, device="cpu", timeout_s=240)
                        for name, t in dict(degenerate=DEGENERATE_TASK, scale=TASK, relu=RELU_TASK).items()}
-            futures = {name: pool.submit(bench.evaluate, TASK, src(f), task_name=name, device="cpu",
-                                         time_budget_s=0.3, timeout_s=240, **kw)
+            futures = {name: pool.submit(bench.evaluate, kw.get("_task", TASK), src(f), task_name=name, device="cpu",
+                                         time_budget_s=0.3, timeout_s=240,
+                                         **{k: v for k, v in kw.items() if k != "_task"})
                        for name, (f, kw) in CASES2.items()}
             yield dict(screen={k: f.result() for k, f in screens.items()},
                        res={k: f.result() for k, f in futures.items()})
