@@ -106,7 +106,9 @@ if __name__ == "__main__":
         if m not in DIMS:
             sys.exit(f"error: unknown model {m!r} (known: {', '.join(DIMS)})")
     ckpts = {"off": [False], "on": [True], "both": [False, True]}[gradient_checkpointing]
+    t0 = time.perf_counter()
     prompts, tok = prompts_and_tokenizer(num_prompts)
+    print(f"prompts and tokenizer ({len(tok)} tokens) in {time.perf_counter() - t0:.1f}s", flush=True)
     from transformers import Qwen2Config, Qwen2ForCausalLM
     amp_on = cuda and dtype != "float32"
     amp = torch.autocast("cuda", dtype=getattr(torch, dtype), enabled=amp_on)
@@ -125,6 +127,8 @@ if __name__ == "__main__":
             model = Qwen2ForCausalLM(cfg).float()
         n_params = sum(p.numel() for p in model.parameters())
         # 1. rollouts, forced to full length
+        print(f"{name}: {n_params / 1e6:.0f}M params; generating {num_prompts} x {num_generations} x "
+              f"{max_completion_length} tokens ({gen_dtype})", flush=True)   # minutes for 1.5B in float32
         reset(cuda)
         t0 = time.perf_counter()
         with gen_amp:
@@ -151,7 +155,7 @@ if __name__ == "__main__":
             if ckpt:
                 common.enable_checkpointing(model)
             else:
-                model.gradient_checkpointing_disable()
+                (getattr(model, "activation_checkpointing_disable", None) or model.gradient_checkpointing_disable)()
             model.train()
             for mbs in (int(b) for b in micro_batch_sizes.split(",")):
                 rl.micro_batch_size = mbs
