@@ -175,15 +175,13 @@ _NEED = dict(import_=("compile_s", "build_failures", "has_modelnew", "flags"), m
 
 class _Session:
     """One candidate: fork its runner, import and build it, then under the GPU's lock ModelNew, the judge's setup,
-    the correctness trials, the timed calls, the runner's death, the reference's timed calls, and the verdict. Every step has a deadline; a hung step kills the runner at once (issue 12 item 2)."""
+    the correctness trials, the timed calls, the runner's death, the reference's timed calls, and the verdict.
+    Every step has a deadline; a hung step kills the runner at once (issue 12 item 2)."""
 
     def __init__(self, res, task_src, cand_src, o, gpu, lock, judge_, live=None):
         self.res, self.o, self.gpu, self.lock, self.jw, self.live = res, o, gpu, lock, judge_, live
         self.tmp = tempfile.mkdtemp(prefix="cudal1_")
-        self.task_path, self.cand_path = os.path.join(self.tmp, "task.py"), os.path.join(self.tmp, "candidate.py")
-        for path, text in ((self.task_path, task_src), (self.cand_path, cand_src)):
-            with open(path, "w") as f:
-                f.write(text or "")
+        self.cand_src = cand_src
         self.task_src = task_src                          # the judge gets the text itself, never a file the
         self.task_key = _hash(task_src) + _hash(json.dumps([o["device"], o["protocol"], o["trials"], o["atol"],
                                                             o["rtol"]]))
@@ -245,13 +243,21 @@ class _Session:
                                        f"{self.jw.w.log_tail()}", "JudgeError")
 
     # ---- the steps, in order
+    def fork_runner(self, folder, cand_src, flags_override, nice, extra_env):
+        """A fresh runner in `folder` (its HOME, TMPDIR and cwd) on task.py and candidate.py written there."""
+        paths = os.path.join(folder, "task.py"), os.path.join(folder, "candidate.py")
+        for path, text in zip(paths, (self.task_src, cand_src)):
+            with open(path, "w") as f:
+                f.write(text or "")
+        spec = dict(device=self.o["device"], protocol=self.o["protocol"], task_path=paths[0], candidate_path=paths[1],
+                    flags_override=flags_override, nice=nice)
+        env = scrubbed_env(folder, self.o["build_root"], self.o["arch"], self.gpu, extra_env)
+        return Worker("runner", spec, env, folder, start_timeout=self.left())
+
     def start(self):
         o = self.o
-        env = scrubbed_env(self.tmp, o["build_root"], o["arch"], self.gpu, o["extra_env"])
-        spec = dict(device=o["device"], protocol=o["protocol"], task_path=self.task_path,
-                    candidate_path=self.cand_path, flags_override=o["flags_override"],
-                    nice=BUILD_NICE if o.get("build_only") else 0)
-        self.rw = Worker("runner", spec, env, self.tmp, start_timeout=self.left())
+        self.rw = self.fork_runner(self.tmp, self.cand_src, o["flags_override"],
+                                   BUILD_NICE if o.get("build_only") else 0, o["extra_env"])
         if self.live is not None:                         # evaluate_many kills these at an interrupt
             self.live.add(self.rw)
         self.res["phase_s"]["start"] = round(self.rw.start_s or 0.0, 3)
@@ -429,15 +435,9 @@ class _Session:
         was 48.0 ms per call against the candidate's 48.9: a false clock_mismatch on the H200.)"""
         self.rw.kill()
         tmp = tempfile.mkdtemp(prefix="cudal1_ref_")       # not the candidate's folder: it may have rewritten task.py
-        paths = os.path.join(tmp, "task.py"), os.path.join(tmp, "reference.py")
-        for path, text in zip(paths, (self.task_src, self.task_src + "\n\nModelNew = Model  # timed as a candidate\n")):
-            with open(path, "w") as f:
-                f.write(text)
-        spec = dict(device=self.o["device"], protocol=self.o["protocol"], task_path=paths[0], candidate_path=paths[1],
-                    flags_override=None, nice=0)
-        env = scrubbed_env(tmp, self.o["build_root"], self.o["arch"], self.gpu, None)
         try:
-            self.rw = Worker("runner", spec, env, tmp, start_timeout=self.left())
+            self.rw = self.fork_runner(tmp, self.task_src + "\n\nModelNew = Model  # timed as a candidate\n",
+                                       None, 0, None)
             for cmd in (dict(op="import"), dict(op="models"), dict(op="exchange", spec=self.ex_spec)):
                 r, _ = self.ask(cmd)
                 if not r["ok"]:
