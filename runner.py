@@ -450,6 +450,7 @@ def _watched():
 def serve(sock, spec):
     """The runner's command loop. Commands from the parent, one reply each:
       import             the task (for get_inputs / get_init_inputs) and the candidate (builds through the cache)
+      prebuild           (build-only runners) ModelNew on the meta device: builds made in __init__ happen here
       models             ModelNew under manual_seed(42) and the fixed backend flags, then the protocol's Clock
       exchange {spec}    open the judge's output buffer
       trial {seed}       one checked call: memory poisoned first, the call, a device sync, the output delivered
@@ -490,6 +491,15 @@ def _handle(cmd, st, spec, dev):
             return dict(ok=False, compile_error=build, compile_s=time.perf_counter() - t0, **describe(e))
         return dict(ok=True, compile_s=time.perf_counter() - t0, build_failures=bc.BUILD_FAILURES[:3],
                     has_modelnew=hasattr(st["cand"], "ModelNew"), flags=get_flags())
+    if op == "prebuild":      # build-only runners: ModelNew made on the meta device (no memory, no kernel runs), so
+        t0 = time.perf_counter()  # that load_inline calls in __init__ build here, not in the timed runner's `models`
+        try:                      # step under the GPU's lock (the CUDA-L1 A100 audit: 110 s there, issue 12)
+            with torch.no_grad():
+                build_model(st["task"], st["cand"].ModelNew, torch.device("meta"))
+            err = None
+        except Exception as e:    # meta tensors break many an __init__ after its builds: the timed runner decides
+            err = describe(e)
+        return dict(ok=True, build_s=time.perf_counter() - t0, error=err, build_failures=bc.BUILD_FAILURES[:3])
     if op == "models":
         with torch.no_grad():
             set_flags(st["flags"])

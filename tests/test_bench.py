@@ -485,7 +485,8 @@ def test_check_only_and_remeasure(env2):
 def test_content_keyed_cache_gets_no_speedup_under_strict(env2):
     hacked = check(env2["res"]["content_cache_kernelbench"], "ok")   # same inputs every call: the cache hits
     strict = check(env2["res"]["content_cache_strict"], "ok")        # fresh inputs every call: never hits
-    assert hacked["speedup"] > 2.0, bench.result_summary(hacked)    # proves the hack works without the defence
+    assert hacked["speedup"] > 1.5, bench.result_summary(hacked)    # the hack works without the defence (1.88-2.6x
+                                                                    # on a 2-core box, lower under load)
     assert strict["speedup"] < 1.0, bench.result_summary(strict)    # 8 extra passes per call: slower, no reward
 
 
@@ -668,7 +669,8 @@ def test_hack_file_on_cpu(name, hacks_cpu):
         assert r["status"] != "ok" or r["speedup"] < 1.05, bench.result_summary(r)
         return
     assert r["status"] != "ok", bench.result_summary(r)
-    assert (r["status"], r["hack"]) == (expect[0], expect[1] if len(expect) > 1 else None), bench.result_summary(r)
+    hacks = expect[1].split("|") if len(expect) > 1 else [None]   # `a|b`: either name is right (both fire)
+    assert r["status"] == expect[0] and r["hack"] in hacks, bench.result_summary(r)
 
 
 def test_evaluate_many_interrupt_waits_for_evaluations_in_flight(tmp_path):
@@ -728,3 +730,110 @@ def test_interrupt_kills_the_builds_in_flight(tmp_path):
         assert "KeyboardInterrupt" in p.stderr.read()
     finally:
         p.kill()
+
+
+PREBUILD_CAND = '''import time
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(1))
+        if self.w.device.type == "meta":   # stands for a load_inline in __init__ (CUDA-L1 kernels do that)
+            time.sleep(4)
+            if FAIL_ON_META:
+                self.w.detach().numpy()      # meta tensors break many an __init__ once its builds are done
+
+    def forward(self, x):
+        return x * 2 + 1
+'''
+
+
+def test_builds_made_in_modelnew_init_happen_in_the_build_ahead(tmp_path):
+    """Issue 12: evaluate_many's build ahead also makes ModelNew, on the meta device, so that a load_inline in
+    __init__ builds there and not in the timed runner's `models` step under the GPU's lock (the CUDA-L1 A100 audit
+    spent 110 s there on one kernel while the next waited). A ModelNew that fails on meta is judged as usual."""
+    got = {}
+    for fail in (False, True):
+        cand = PREBUILD_CAND.replace("FAIL_ON_META", repr(fail))
+        b = bench.build(cand, task_src=TASK, device="cpu", build_root=str(tmp_path), timeout_s=60)
+        assert b["status"] == "ok" and b["compile_s"] >= 4, b
+        got[fail] = bench.evaluate(TASK, cand, device="cpu", num_correct_trials=1, time_budget_s=0.1,
+                                   build_root=str(tmp_path))
+        assert got[fail]["status"] == "ok" and got[fail]["phase_s"]["models"] < 2, bench.result_summary(got[fail])
+
+
+def test_interrupt_stops_evaluations_in_flight_after_a_grace_period(tmp_path):
+    """Issue 12: at Ctrl-C / SIGTERM an evaluation in flight gets bench.INTERRUPT_GRACE_S to finish, then it is
+    killed and not recorded (on the H200 a hung kernel's 30 s call limit outlived `timeout`'s grace, and the audit
+    was SIGKILLed before writing its report)."""
+    import signal
+    cand = ("import time\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+            "        time.sleep(300)\n        return x * 2 + 1\n")
+    code = (f"import sys\nsys.path.insert(0, {ROOT!r})\nimport bench\nprint('start', flush=True)\n"
+            f"bench.evaluate_many([('t', {TASK!r}, {cand!r})], device='cpu', build_root={str(tmp_path)!r}, "
+            f"timeout_s=600, on_result=lambda i, r: print('RECORDED', r['status'], flush=True))\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, CUDAL1_INTERRUPT_GRACE_S="2"))
+    try:
+        assert p.stdout.readline().strip() == "start"
+        time.sleep(10)                                  # built, started, inside its first (endless) trial
+        assert p.poll() is None, p.stderr.read()
+        t0 = time.time()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        assert time.time() - t0 < 15, f"{time.time() - t0:.0f} s to stop"
+        assert "KeyboardInterrupt" in err and "RECORDED" not in out, (out, err[-2000:])
+    finally:
+        p.kill()
+
+
+def test_error_texts_carry_no_machine_paths(tmp_path):
+    """Records are committed and shared (house rule: no path of any one machine): compiler command lines in an
+    error name the build cache, the Python environment, the repository and home only by placeholders."""
+    home = os.path.expanduser("~")
+    text = (f"nvcc -I{tmp_path}/pch/a1 -isystem {sys.prefix}/lib/python3/site-packages/torch/include "
+            f"{ROOT}/tests/legit/x.py {home}/.cache/other")
+    got = bench.scrub_paths(text, str(tmp_path))
+    assert got == ("nvcc -I<build>/pch/a1 -isystem <python>/lib/python3/site-packages/torch/include "
+                   "<repo>/tests/legit/x.py ~/.cache/other"), got
+    assert bench.scrub_paths("", None) == "" and bench.scrub_paths(None) is None
+
+
+def test_lighten_cuda_drops_only_a_removable_torch_extension_include():
+    """buildcache.lighten_cuda (issue 12 item 3): a CUDA source's own torch/extension.h becomes a comment (same line
+    count: compiler errors keep their line numbers); sources that may need pybind11 or the C++ frontend, or that do
+    not include it, are left alone (None)."""
+    src_ = "#include <torch/extension.h>\n  # include \"torch/extension.h\" // again\n__global__ void k(float* x) {}\n"
+    got = buildcache.lighten_cuda(src_)
+    assert got is not None and "#include <torch/extension.h>" not in got.replace("// #include", "")
+    assert got.count("\n") == src_.count("\n") and got.endswith("__global__ void k(float* x) {}\n")
+    assert buildcache.lighten_cuda(src_ + "PYBIND11_MODULE(m, m_) {}\n") is None
+    assert buildcache.lighten_cuda(src_ + "torch::nn::Linear l(1, 1);\n") is None
+    assert buildcache.lighten_cuda("#include <cuda_runtime.h>\n") is None
+
+
+def test_lightened_cuda_source_is_retried_as_written(tmp_path, monkeypatch):
+    """The build cache's first try compiles cuda.cu without the source's own torch/extension.h; when that fails in
+    cuda.cu, the second try is the source exactly as written (under load_inline's prelude), so nothing plain
+    load_inline builds is rejected. Control flow only: torch's builder is replaced by one that fails once."""
+    monkeypatch.setenv("CUDAL1_PCH", "0")
+    seen = []
+
+    class Built:
+        __name__ = "t_mod"
+
+    def fake_load(name, sources, **kw):
+        seen.append(open(sources[1]).read())
+        if len(seen) == 1:
+            raise RuntimeError("error building extension: cuda.cu(3): error: identifier \"py\" is undefined")
+        return Built()
+    monkeypatch.setattr(buildcache.cpp_extension, "load", fake_load)
+    cuda = "#include <torch/extension.h>\n__global__ void k(float* x) {}\ntorch::Tensor f(torch::Tensor x) { return x; }"
+    args = buildcache.inline_args("t", "", cuda, functions=["f"])
+    out = buildcache._compile_extension(args, str(tmp_path), "t_mod", False, str(tmp_path))
+    assert isinstance(out, Built) and len(seen) == 2
+    assert "#include <torch/types.h>" in seen[0] and "\n#include <torch/extension.h>" not in seen[0]
+    assert seen[1].endswith(cuda) and "#include <torch/types.h>" in seen[1]

@@ -62,6 +62,11 @@ def expect_of(text):
     return "no_reward" if e[0] == "no_reward" else (e[0], e[1] if len(e) > 1 else None)
 
 
+def hacks_of(expect):
+    """The hack names an expectation accepts: `a|b` in an `expect:` line means either (both fire)."""
+    return [] if expect == "no_reward" else expect[1].split("|") if expect[1] else [None]
+
+
 def eval_kw(text):
     m = re.search(r"^eval: (.+)$", text, re.M)
     items = (i.split("=") for i in (m.group(1).split() if m else []))
@@ -128,7 +133,7 @@ def results(tmp_path_factory):
     jobs = [("control_plain_matmul", HEAVY, src(os.path.join(FIX, "cand_plain_matmul.py")), {})]
     for name in cpu_attacks():
         text = src(os.path.join(HACKS, name + ".py"))
-        heavy = name in HEAVY_ATTACKS or expect_of(text) == ("hack", "clock_mismatch")
+        heavy = name in HEAVY_ATTACKS or "clock_mismatch" in hacks_of(expect_of(text))
         task = HEAVY if heavy else kb_task(pc.header(text)[0])
         if name in OWN_TASK:
             task += f"\n# the task of {name} alone\n"
@@ -172,7 +177,7 @@ def check_no_reward(r, expect):
         assert r["status"] != "ok" or (r["speedup"] is not None and r["speedup"] < CPU_NO_REWARD), s
     else:
         assert r["status"] != "ok", s
-        assert (r["status"], r["hack"]) == expect, s
+        assert r["status"] == expect[0] and r["hack"] in hacks_of(expect), s
 
 
 # ---- the judge attacks (tests/hacks/judge_*.py) ----

@@ -176,12 +176,15 @@ def test_hack_gets_no_reward(case, hack_results):
         assert r["status"] != "ok" or r["speedup"] < 1.05, bench.result_summary(r)   # would-be gain is ~100x)
         return
     assert r["status"] != "ok", bench.result_summary(r)
-    assert (r["status"], r["hack"]) == (expect[0], expect[1] if len(expect) > 1 else None), bench.result_summary(r)
+    hacks = expect[1].split("|") if len(expect) > 1 else [None]   # `a|b`: either name is right (both fire)
+    assert r["status"] == expect[0] and r["hack"] in hacks, bench.result_summary(r)
 
 
 def legit_jobs():
     """(name, task source, candidate source, expected (status, hack)): tests/legit and the CUDA-L1 samples."""
     jobs = [(os.path.basename(f)[:-3], header(f)[0], open(f).read(), ("ok", None)) for f in LEGIT]
+    only = os.environ.get("CUDAL1_LEGIT_ONLY")     # a comma list of names: re-run those alone
+    jobs = [j for j in jobs if not only or j[0] in only.split(",")]
     for line in open(CUDAL1) if CUDAL1 else []:
         d = json.loads(line)
         name = f"cudal1_L{d['level_id']}_{d['task_id']}"

@@ -1,24 +1,26 @@
-# The GPU measurements issues 11-14 still owe after the third session of 2026-12-01 (what that session measured is in
-# results/bench/2026-12-01_s3/ and the README). Each case is one call of <= 10 min from the repository root, with
-# KernelBench and the CUDA-L1 files copied into .kb/ (carry .kb). On nvidia-h200-x2 run two cases at once, one per
-# GPU, each under `taskset` with 16 CPUs of its own (CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 / =1 taskset -c 16-31),
-# as results/commands/call1_2026-12-01_s3.sh does. Every step has its own timeout that leaves time for the final tar.
+# The GPU measurements issues 11-14 still owe after session 4 of 2026-12-01 (what it measured: results/bench/2026-12-01_s4/
+# and the README). Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
+# files copied into .kb/ (carry .kb). Chain the calls: a call made within 30 s of the last one finds the machine warm
+# (no start, and its build cache is still there). On nvidia-h200-x2 run two cases at once, one per GPU, each under
+# `taskset` with 16 CPUs of its own, as results/commands/call1_2026-12-01_s3.sh does.
+# Every step has its own timeout that leaves time for the final tar.
 set -o pipefail
 export KERNELBENCH_DIR=$PWD/.kb/kernelbench CUDAL1_SAMPLE_DIR=$PWD/.kb/cudal1_sample PYTHONUNBUFFERED=1
 mkdir -p $OUT/r
 case "$1" in
-A)  # issue 11 + 12: does the reference's own runner clear the false clock_mismatch on 6.4 GB tasks? Then the whole
-    # GPU suite (it needed more than 470 s in session 3: give it the rest of the call).
-    CUDAL1_CLOCK_TRACE=1 timeout -k 5 90 python scripts/diag_clock.py swish --repeats 2 --out $OUT/r/diag_swish.json > $OUT/r/diag.log 2>&1
-    timeout -k 10 480 python -m pytest -q -s -rA --durations=20 -m gpu tests/test_bench_gpu.py > $OUT/r/gpu_suite.log 2>&1
+A)  # issue 11 + 12: the whole GPU suite once more after session 4's fixes (15% overhead slack in the clock check,
+    # builds in ModelNew.__init__ made ahead, gemm_div_sum in float64): all 79 cases in one run (461 s in session 4)
+    timeout -k 10 560 python -m pytest -v -s -rA --durations=20 -p no:cacheprovider -m gpu tests/test_bench_gpu.py > $OUT/r/gpu_suite.log 2>&1
     ;;
-B)  # issue 11 item 5 + issue 12 item 4: the CUDA-L1 A100 release (resumable: run B again, carrying
-    # results/cudal1_a100_audit, until evaluate.py prints its summary; sum the runs' times), then the audit table
-    timeout -k 30 520 python evaluate.py --kernels=.kb/cudal1_release/a100.json --baselines=eager \
-        --screen_degenerate=False --eval_dir=results/cudal1_a100_audit > $OUT/r/audit_eval.log 2>&1
-    python scripts/audit_cudal1.py --eval_dir=results/cudal1_a100_audit --kernels=.kb/cudal1_release/a100.json \
-        > $OUT/r/audit.md 2>&1
-    tar czf $OUT/r/audit.tgz results/cudal1_a100_audit
+B)  # issue 11 item 5 + issue 12 item 4: the CUDA-L1 A100 release. Session 4 measured 138 of 225 kernels in two runs
+    # (results/cudal1_a100_audit). To finish it: copy that folder to out/cudal1_a100_audit, carry it, run B (again,
+    # carrying what came back, until evaluate.py prints its summary). For the 15-minute figure of issue 12, run it
+    # from scratch into an empty --eval_dir instead; its builds are the bottleneck (50-170 s each, 14 at once).
+    timeout -k 30 540 python evaluate.py --kernels=.kb/cudal1_release/a100.json --baselines=eager \
+        --screen_degenerate=False --eval_dir=out/cudal1_a100_audit > $OUT/r/audit_eval.log 2>&1
+    python scripts/audit_cudal1.py --eval_dir=out/cudal1_a100_audit --kernels=.kb/cudal1_release/a100.json \
+        > $OUT/r/audit.txt 2>&1
+    tar czf $OUT/r/audit.tgz out/cudal1_a100_audit
     ;;
 C)  # issue 12: throughput, repeatability, timing table; issue 11: the precision calibration to the end
     timeout -k 5 100 python scripts/bench_throughput.py --n 64 --out $OUT/r/throughput.json > $OUT/r/throughput.log 2>&1
