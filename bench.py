@@ -86,6 +86,7 @@ WALL_ABS_MS = dict(cuda=0.5, cpu=5.0)   # ... 0.5 ms on a GPU, 5 ms on a CPU, ..
 WALL_OVER = dict(cuda=0.15, cpu=0.25)   # ... and a share of the per-call overhead: it jitters with its size (on the
                                         # H200, 6.4 GB tasks (~48 ms of overhead) differed by 2.6-4.5 ms between two
                                         # runners of honest kernels; CPU time jitters by a quarter on a 2-core VM)
+PREBUILD_MAX_S = 300.0                  # a build ahead's ModelNew (meta device) may take this long (its builds)
 INTERRUPT_GRACE_S = 10.0                # at Ctrl-C / SIGTERM, evaluations in flight get this long to finish
 BUILD_NICE = 10                         # builds ahead run at this niceness: a timed call beside them keeps its CPU
 MEM_LIMIT_GB = 32.0                     # host RSS of a candidate's process group (CUDAL1_MEM_LIMIT_GB overrides)
@@ -282,7 +283,7 @@ class _Session:
         if o.get("build_only"):                           # and the builds a ModelNew makes in __init__ (CUDA-L1
             if r["has_modelnew"]:                         # kernels often do), on the meta device: off the GPU's lock
                 with contextlib.suppress(_Stop):          # a crash or hang here is for the timed runner to judge
-                    p, _ = self.ask(dict(op="prebuild"))
+                    p, _ = self.ask(dict(op="prebuild"), PREBUILD_MAX_S)
                     self.res["compile_s"] = (self.res["compile_s"] or 0.0) + (p.get("build_s") or 0.0)
             return
         if not r["has_modelnew"]:
