@@ -295,7 +295,8 @@ def resolve_model(name):
                                "rl.py saved (out/sft, out/rl/ckpt) or a Hugging Face name")
         return path, True
     parts = name.strip("/").split("/")
-    if name.startswith(("/", ".", "~")) or len(parts) > 2 or os.path.isdir(parts[0]) and len(parts) == 2:
+    if name.startswith(("/", ".", "~")) or name.endswith("/") or len(parts) > 2 or \
+            os.path.isdir(parts[0]) and len(parts) == 2:   # a path (a hub name never ends in /): no hub advice
         parent = os.path.dirname(os.path.normpath(path)) or "."
         if os.path.isdir(parent):
             near = difflib.get_close_matches(os.path.basename(os.path.normpath(path)), sorted(os.listdir(parent)), 3, 0.6)
@@ -641,6 +642,7 @@ def run_script(script, args):
     import signal
     import subprocess
     env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV}
+    env["CUDAL1_CHAINED"] = "1"      # the stage's own "continue with ..." hint would contradict the chain's
     print(f"$ python {script} {' '.join(args)}", flush=True)
     got, proc = [], []
 

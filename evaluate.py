@@ -84,7 +84,7 @@ import taskset
 kernels = ""                    # kernels file (this project's rows or the CUDA-L1 release format)
 model = ""                      # HF name or folder whose answers are evaluated, or label=NAME,... for several models
 tasks_file = ""                 # prepare.py's task set (name, level, src, split); "" = out_dir/tasks.jsonl
-kernelbench_dir = ""            # or level*/*.py (no split); "" = $KERNELBENCH_DIR or ../shared/kernelbench
+kernelbench_dir = ""            # KernelBench folder when no tasks_file; "" = $KERNELBENCH_DIR or ../shared/kernelbench
 levels = "1,2,3"                # KernelBench levels to evaluate
 split = "all"                   # which tasks of tasks_file: train | eval | all
 task_names = ""                 # comma list of task names; overrides levels and split
@@ -540,7 +540,8 @@ if __name__ == "__main__":
     except KeyboardInterrupt as e:
         interrupted = str(e) or "Ctrl-C"
         print(f"\nevaluate.py interrupted ({interrupted}): every row measured so far is kept in {out_dir}; the report "
-              "below covers them; rerun the same command to continue", flush=True)
+              "below covers them" + ("" if os.environ.get("CUDAL1_CHAINED") else "; rerun the same command to continue"),
+              flush=True)
     report.write_report(out_dir, rows, tasks, mains, bl, unavailable, own_ref, common.read_appended(runs_path) or [this_run()],
                         config, time.time() - t0)
     print(f"wrote {out_dir}/results.jsonl, summary.md, summary.json, per_task.csv and plots in {time.time() - t0:.0f}s")

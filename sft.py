@@ -308,7 +308,8 @@ def train(model, tok, rows, save_dir, iters=None):
                 save()
                 if halt:
                     if rank == 0:
-                        print(f"saved a checkpoint at iter {it} in {save_dir}; continue with --resume=True", flush=True)
+                        print(f"saved a checkpoint at iter {it} in {save_dir}" + ("" if os.environ.get("CUDAL1_CHAINED")
+                              else "; continue with --resume=True"), flush=True)
                     raise SystemExit(130)
                 if it == stop_iter:
                     if rank == 0:

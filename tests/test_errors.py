@@ -50,6 +50,9 @@ def test_mistyped_and_empty_local_folders(tmp_path, data):
     p = run(["sft.py", f"--init_from={tmp_path}/run/sftt", f"--data={data}", "--device=cpu", f"--out_dir={tmp_path}"])
     assert one_error_line(p) == f"error: model folder '{tmp_path}/run/sftt' does not exist; did you mean " \
                                 f"'{tmp_path}/run/sft'?"
+    p = run(["sft.py", "--init_from=no-such-folder/", f"--data={data}", "--device=cpu", f"--out_dir={tmp_path}"],
+            env=dict(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf")))    # a trailing /: a path, never a hub name
+    assert one_error_line(p).startswith("error: model folder 'no-such-folder/' does not exist; "), one_error_line(p)
     (tmp_path / "run" / "tasks.jsonl").write_text(json.dumps(dict(name="t/a", level=0, src="", split="train")) + "\n")
     p = run(["rl.py", "--device=cpu", f"--policy={tmp_path}/run/sft", f"--out_dir={tmp_path}/run",
              "--prepare_if_missing=False"])
