@@ -477,9 +477,13 @@ if __name__ == "__main__":
     if master and prepare_if_missing and (not os.path.exists(os.path.join(out_dir, "db.json"))
                                           or chain.get("prepare.py") == "started"):
         run_stage("prepare.py", argv)
+    elif master and chain.get("prepare.py") == "done":
+        print(f"prepare.py: done earlier in {out_dir}, skipped", flush=True)
     if master and prepare_if_missing and not policy and (not os.path.exists(os.path.join(out_dir, "sft", "config.json"))
                                                          or chain.get("sft.py") == "started"):
         run_stage("sft.py", argv, ["--resume=True"] if chain.get("sft.py") == "started" else [])
+    elif master and not policy and chain.get("sft.py") == "done":
+        print(f"sft.py: done earlier in {out_dir}/sft, skipped", flush=True)
     common.ddp_barrier()
     log_path = os.path.join(rl_dir, "log.jsonl")
     if not resume and os.path.exists(log_path) and os.path.getsize(log_path) > 0:

@@ -141,6 +141,7 @@ def test_chain_interrupted_in_every_stage_continues(tmp_path):
     text = interrupt(p, signal.SIGTERM, tmp_path / "2.log")
     assert (f"reusing {kept} of 6 kernels measured by an interrupted run" in text) or kept == 6, text[-3000:]
     assert "interrupted during sft.py (stage 2 of 4" in text and "then saving a checkpoint" in text
+    assert "continue with --resume=True" not in text    # inside the chain only rl.py says how to continue
     import torch
     it = torch.load(out / "sft" / "state.pt", weights_only=False)["iter"]
     assert 5 <= it < 30 and json.load(open(out / "chain.json")) == {"prepare.py": "done", "sft.py": "started"}
@@ -149,6 +150,7 @@ def test_chain_interrupted_in_every_stage_continues(tmp_path):
     wait_for(p, lambda: len(lines(out / "rl" / "log.jsonl")) >= 1, "RL's first step")
     text = interrupt(p, signal.SIGINT, tmp_path / "3.log")
     assert f"resumed at iter {it}" in text and "iter    30 |" in text, text[-3000:]
+    assert f"prepare.py: done earlier in {out}, skipped" in text, text[-3000:]
     assert "rl.py interrupted during RL step" in text and "saved a checkpoint at step" in text
     step = torch.load(out / "rl" / "ckpt" / "state.pt", weights_only=False)["step"]
     assert 1 <= step < 4
