@@ -217,8 +217,9 @@ def _compile_extension(args, d, module, verbose, root):
         # source's own torch/extension.h (lighten_cuda) is tried without it first.
         text = "\n".join(args["cuda"])
         light = lighten_cuda(text)
-        cuda_tries = ([_FULL_PRELUDE + [light]] if light else []) + [_FULL_PRELUDE + list(args["cuda"])] \
-            if _MENTIONS_TORCH.search(text) else [_LIGHT_PRELUDE + list(args["cuda"]), _FULL_PRELUDE + list(args["cuda"])]
+        full = _FULL_PRELUDE + list(args["cuda"])
+        cuda_tries = ([_FULL_PRELUDE + [light]] if light else []) + [full] if _MENTIONS_TORCH.search(text) else \
+            [_LIGHT_PRELUDE + list(args["cuda"]), full]
     main, ci, ui = os.path.join(d, "main.cpp"), 0, 0          # which prelude of main.cpp / cuda.cu now
     while True:
         cpp_prelude, incs = tries[ci]

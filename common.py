@@ -296,7 +296,7 @@ def resolve_model(name):
         return path, True
     parts = name.strip("/").split("/")
     if name.startswith(("/", ".", "~")) or name.endswith("/") or len(parts) > 2 or \
-            os.path.isdir(parts[0]) and len(parts) == 2:   # a path (a hub name never ends in /): no hub advice
+            os.path.isdir(parts[0]) and len(parts) == 2:   # a path (no hub name ends in /): no hub advice
         parent = os.path.dirname(os.path.normpath(path)) or "."
         if os.path.isdir(parent):
             near = difflib.get_close_matches(os.path.basename(os.path.normpath(path)), sorted(os.listdir(parent)), 3, 0.6)
