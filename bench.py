@@ -281,7 +281,7 @@ class _Session:
                                            + r["build_failures"][0]))
         self.lap("import")
         if o.get("build_only"):                           # and the builds a ModelNew makes in __init__ (CUDA-L1
-            if r["has_modelnew"]:                         # kernels often do), on the meta device: off the GPU's lock
+            if r["has_modelnew"] and self.task_src:       # kernels often do), on the meta device: off the GPU's lock
                 with contextlib.suppress(_Stop):          # a crash or hang here is for the timed runner to judge
                     p, _ = self.ask(dict(op="prebuild"), PREBUILD_MAX_S)
                     self.res["compile_s"] = (self.res["compile_s"] or 0.0) + (p.get("build_s") or 0.0)
