@@ -5,9 +5,10 @@ Judge attack, a modest forgery of the claimed time (REFERENCE.md §4b harness pa
 of issue 11 item 1). Computes the right answer with plain torch.matmul and, when ModelNew is built, replaces the
 runner's per-call timer (runner.Clock.call, through sys.modules) by one that reports the real time divided by 1.4,
 and the runner's snapshot of its own functions (`_watched`) by one that returns the originals, so the first
-filter sees nothing. Unlike a 40x claim, the unexplained time per call (the real time x 0.29) stays under a
-tolerance of half the claimed time (bench.WALL_REL = 0.5): the reference's own op would get ~1.4x. The parent's
-clock check must be tight enough that a claim it cannot explain never earns a speedup above the 1.05 of noise."""
+filter sees nothing. Unlike a 40x claim, the unexplained time per call (the real time x 0.29) stays under the
+clock's tolerance where that is loose (on the CPU device, the claim itself: bench.WALL_REL): the reference's own op
+would get ~1.4x. On a GPU the tolerance is a quarter of the claim, so the parent's clock names it; on the CPU device
+the counted time is never below the runner's CPU time less 1.25x the reference's overhead, so it earns ~1x there."""
 import sys
 
 import torch

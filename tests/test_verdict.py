@@ -1,0 +1,67 @@
+"""bench._Session.verdict on hand-made timed sets: the parent's clock rules of issue 11 item 1, golden values by hand.
+
+A timed set is [(round, claimed ms, clock s)]; the clock is the parent's wall clock on a GPU and the runner's CPU time
+on the CPU device. No process, no task: only the arithmetic that turns measurements into a speedup and a hack.
+"""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import bench  # noqa: E402
+
+
+def verdict(device, cand, ref, protocol="strict"):
+    """The record verdict() writes for one candidate set and one reference set of (claimed ms, clock ms) calls."""
+    s = object.__new__(bench._Session)
+    s.o, s.res, s.info, s.hacks = dict(device=device, protocol=protocol), {}, {}, []
+    s.clock_kind = "cpu" if device == "cpu" else "wall"
+    s.cand_sets = [[(0, m, w / 1e3) for m, w in cand]]
+    s.ref_sets = [[(0, m, w / 1e3) for m, w in ref]]
+    s.verdict()
+    return s.res, [h for h, _ in s.hacks]
+
+
+REF = [(40.0, 50.0)] * 5          # the reference: 40 ms claimed, 50 ms on the clock: 10 ms overhead per call
+
+
+def test_cpu_honest_claim_is_counted_as_claimed():
+    res, hacks = verdict("cpu", [(20.0, 31.0)] * 5, REF)
+    # clock floor 31 - 10 - max(5 ms, 0.25 x 10 ms) = 16 ms < the 20 ms claim: the claim counts
+    assert res["cand_ms"] == pytest.approx(20.0) and res["ref_ms"] == pytest.approx(40.0)
+    assert res["clock"]["excess_ms"] == pytest.approx(1.0) and hacks == []
+
+
+def test_cpu_forged_claim_within_the_limit_earns_little():
+    # claims 21 ms of 40 ms of work: the excess, 29 - 10 = 19 ms, is under the limit max(5 ms, 1.0 x 21 ms,
+    # 0.25 x 10 ms) = 21 ms, so no hack is named, but the counted time is the clock's floor 50 - 10 - 5 = 35 ms
+    res, hacks = verdict("cpu", [(21.0, 50.0)] * 5, REF)
+    assert hacks == []
+    assert res["clock"]["limit_ms"] == pytest.approx(21.0) and res["clock"]["excess_ms"] == pytest.approx(19.0)
+    assert res["cand_ms"] == pytest.approx(35.0)                # not 21
+    assert res["ref_ms"] / res["cand_ms"] == pytest.approx(40.0 / 35.0)
+    assert res["clock"]["claimed_ms"] == pytest.approx(21.0)
+
+
+def test_cpu_short_calls_keep_their_claims_within_the_allowance():
+    # a 0.2 ms kernel beside 2 ms of overhead, its phase 1.5 ms noisier than the reference's: under the 5 ms
+    # allowance the floor (0.2 + 3.5 - 2 - 5 < 0) leaves the claim alone; the speedup is 1.0 / 0.2
+    res, hacks = verdict("cpu", [(0.2, 3.7)] * 5, [(1.0, 3.0)] * 5)
+    assert res["cand_ms"] == pytest.approx(0.2) and hacks == []
+
+
+def test_cpu_large_forgery_is_named():
+    res, hacks = verdict("cpu", [(1.0, 50.0)] * 5, REF)      # excess 49 - 10 = 39 ms > max(5, 1, 2.5)
+    assert hacks == ["clock_mismatch"] and res["clock"]["excess_ms"] == pytest.approx(39.0)
+
+
+def test_gpu_claims_are_not_floored_and_least_overheads_count():
+    # on a GPU the claim counts as claimed (no floor); the least overhead of each side is its own:
+    # ref min(12.0 - 10, 11.5 - 10) = 1.5, cand min(3.0 - 1, 2.8 - 1) = 1.8: excess 0.3 < 0.5 ms
+    res, hacks = verdict("cuda", [(1.0, 3.0), (1.0, 2.8)], [(10.0, 12.0), (10.0, 11.5)])
+    assert res["cand_ms"] == pytest.approx(1.0) and hacks == []
+    assert res["clock"]["overhead_ms"] == pytest.approx(1.5) and res["clock"]["excess_ms"] == pytest.approx(0.3)
+    # 1 ms claimed, 2.5 ms unexplained: > max(0.5, 0.25 x 1, 0.15 x 1.5) -> named
+    res, hacks = verdict("cuda", [(1.0, 5.0), (1.0, 5.0)], [(10.0, 12.0), (10.0, 11.5)])
+    assert hacks == ["clock_mismatch"] and res["clock"]["excess_ms"] == pytest.approx(2.5)
