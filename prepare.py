@@ -163,11 +163,15 @@ def measure_variants(tasks):
                                   build_workers=build_workers or None, progress=True, on_result=keep)
         for j, r in zip(todo, out):
             done.setdefault(key(j), r)
-    rows = []
+    rows, shown = [], {key(j) for j in todo}      # bench printed these in full as they were measured
     for m, j in zip(meta, jobs):
         r = done[key(j)]
         rows.append(dict(m, result=r, correct=bool(r["correct"]), speedup=r.get("speedup")))
-        print(f"  {m['task']:<28} {m['variant']:<28} expect={m['expect']:<8} {result_line(r)}")
+        short = f"ok {r['speedup']:.2f}x" if r["status"] == "ok" and r.get("speedup") else \
+            r["status"] + (f" ({r['hack']})" if r.get("hack") else "")
+        verdict = short if key(j) in shown else result_line(r)
+        surprise = "" if bool(r["correct"]) == (m["expect"] == "correct") else f"  (expected {m['expect']})"
+        print(f"  {m['task']:<28} {m['variant']:<28} expect={m['expect']:<8} {verdict}{surprise}")
     return rows
 
 
