@@ -1,5 +1,7 @@
 # The GPU measurements issues 11-14 still owe after session 4 of 2026-12-01 (what it measured: results/bench/2026-12-01_s4/
-# and the README). Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
+# and the README). Session 5 had no device time (147 s left, under the 4 minutes a start needs): its changes (bench.py
+# split into bench.py + session.py; on the CPU device only, claims in thread CPU time and a floor from the runner's CPU
+# time) ran on the CPU suite only, so case A is also the first GPU run of session.py. Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
 # files copied into .kb/ (carry .kb). Chain the calls: a call made within 30 s of the last one finds the machine warm
 # (no start, and its build cache is still there). On nvidia-h200-x2 run two cases at once, one per GPU, each under
 # `taskset` with 16 CPUs of its own, as results/commands/call1_2026-12-01_s3.sh does.
