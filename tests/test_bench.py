@@ -247,7 +247,8 @@ def test_gpu_lock_wait_is_not_the_candidates_time(tmp_path):
 def test_hang_is_killed_at_the_call_limit_not_the_timeout(monkeypatch, tmp_path):
     """Issue 12 item 2: a call that never returns is killed at max(HANG_MIN_S, HANG_FACTOR x the reference's
     time), not at the candidate's whole timeout (here 300 s); the next evaluation runs at once."""
-    monkeypatch.setattr(bench, "HANG_MIN_S", 4.0)
+    import session                                  # the rule lives with the code that applies it (bench re-exports)
+    monkeypatch.setattr(session, "HANG_MIN_S", 4.0)
     t0 = time.time()
     r = bench.evaluate(TASK, src("cand_hang.py"), device="cpu", timeout_s=300, build_root=str(tmp_path))
     check(r, "timeout")
