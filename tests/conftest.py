@@ -11,9 +11,20 @@ import torch
 from filelock import FileLock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.environ.get("PYTEST_XDIST_WORKER"):   # workers share the cores: one thread each, for their own tensor work and
+    os.environ.setdefault("OMP_NUM_THREADS", "1")   # the subprocesses they start (no OpenMP threads spinning against
+    torch.set_num_threads(1)                         # another worker's)
+
+
+# The longest files first (each is one unit of `--dist loadfile`; seconds on a busy 2-core box): started last, one of
+# them alone would keep one worker busy minutes after the other ran out of files.
+LONGEST_FIRST = ("test_rl_runs.py", "test_bench.py", "test_evaluate.py", "test_bench_attacks.py", "test_interrupts.py",
+                 "test_tiny_cpu.py", "test_sft.py", "test_sft_selftrain.py")
 
 
 def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda it: rank.get(os.path.basename(str(it.fspath)), len(rank)))   # stable: file order kept
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
