@@ -244,6 +244,32 @@ def build(candidate_src, *, task_src="", device="cuda", arch=None, build_root=No
     return {k: r.get(k) for k in ("candidate_hash", "status", "compiled", "error", "error_type", "compile_s")}
 
 
+class _Live:
+    """The runners of one evaluate_many's builds (or evaluations) in flight, for an interrupt to kill. Once closed, a
+    runner that registers is killed at once: it was being forked (the fork server itself may still have been
+    starting) while the others were killed, and would otherwise hold the interrupted run until its timeout."""
+
+    def __init__(self):
+        self.workers, self.closed, self.lock = set(), False, threading.Lock()
+
+    def add(self, w):
+        with self.lock:
+            if not self.closed:
+                self.workers.add(w)
+                return
+        w.kill()
+
+    def discard(self, w):
+        with self.lock:
+            self.workers.discard(w)
+
+    def close(self):
+        with self.lock:
+            self.closed, workers, self.workers = True, list(self.workers), set()
+        for w in workers:
+            w.kill()
+
+
 def cpu_count():
     """CPUs this process may run on (its affinity mask, e.g. under taskset or a container's cpuset)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -285,8 +311,8 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overla
             todo.setdefault(_hash(cand_src), (cand_src, o, task_src))
     workers = build_workers or max(1, cpu_count() - (2 * len(slots) if overlap else 0))
     bpool = ThreadPoolExecutor(max(1, min(workers, len(todo) or 1)))
-    done, building = [0], set()                           # building: the runners of builds in flight
-    evaluating, stopped = set(), threading.Event()        # the runners of evaluations in flight; set at a stop
+    done, building = [0], _Live()                         # building: the runners of builds in flight
+    evaluating, stopped = _Live(), threading.Event()      # the runners of evaluations in flight; set at a stop
 
     def build_one(h, src, o, task_src):
         bo = dict(o, build_only=True, timeout_s=max(600.0, o["timeout_s"]), static_checks=False)
@@ -349,15 +375,13 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overla
             f.result()
     except BaseException:
         bpool.shutdown(wait=False, cancel_futures=True)   # Ctrl-C / SIGTERM: no build is waited for (one took
-        for w in list(building):                          # 135 s on the H200, past `timeout`'s grace period)
-            w.kill()
+        building.close()                                  # 135 s on the H200, past `timeout`'s grace period)
         end = time.monotonic() + grace                    # evaluations in flight may finish within the grace
         for f in futures:                                 # period (their results reach on_result); nothing new
             with contextlib.suppress(BaseException):      # starts; then the rest are killed, unrecorded (a hung
                 f.result(timeout=max(0.0, end - time.monotonic()))   # one would hold `timeout` past its grace)
         stopped.set()
-        for w in list(evaluating):
-            w.kill()
+        evaluating.close()
         raise
     finally:
         pool.shutdown(wait=True)

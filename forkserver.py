@@ -241,7 +241,11 @@ class _Zygote:
         self.ctrl.settimeout(300)
         try:
             ready = json.loads(self.ctrl.recv(4096) or b"null")
-        except Exception as e:
+        except BaseException as e:                      # Ctrl-C while it imports torch too: no server left behind
+            self.proc.kill()
+            self.close()
+            if not isinstance(e, Exception):
+                raise
             raise RuntimeError(f"bench's fork server did not start: {e}; log: {self._log()}") from None
         if not ready.get("ok"):
             raise RuntimeError("bench's fork server is unusable: torch refuses CUDA in its forked children (something "
