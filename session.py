@@ -17,7 +17,9 @@ from runner import FIXED_FLAGS  # noqa: E402
 
 WARMUP, ROUNDS, MIN_CALLS, MAX_CALLS = 3, 5, 3, 20
 HANG_MIN_S, HANG_FACTOR = 30.0, 100.0   # a call may take max(30 s, 100x the reference's time) (issue 12 item 2)
-WALL_REL = dict(cuda=0.25, cpu=1.0)     # clock_mismatch: unexplained ms per call > max(this x claimed, ...
+WALL_REL = dict(cuda=0.25, cpu=0.2)     # clock_mismatch: unexplained ms per call > max(this x claimed, ... (CPU:
+                                        # honest 35-70 ms calls read at most 0.13x their claim on a busy 2-core box;
+                                        # claims of the real time / 1.4 read 0.28-0.59x, and earned 1.65x under 1x)
 WALL_ABS_MS = dict(cuda=0.5, cpu=5.0)   # ... 0.5 ms on a GPU, 5 ms on a CPU, ...: the least per-call overhead of
                                         # two processes differs by up to ~0.35 ms on a busy 16-core H200 box; the
                                         # median CPU-time overhead by up to ~2 ms on a 2-core VM (both measured)

@@ -710,6 +710,13 @@ def test_builds_ahead_run_niced_and_timed_runs_do_not(tmp_path):
     assert r["status"] == "runtime_error" and f"niceness={base}" in r["error"], bench.result_summary(r)
 
 
+def _default_sigint():
+    """Ctrl-C's default action in the started process even where this test runs with SIGINT ignored (`pytest &` from
+    a script: a background job's children inherit the ignored SIGINT and would never stop)."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("after_s", [0.5, 6.0])
 def test_interrupt_kills_the_builds_in_flight(tmp_path, after_s):
     """Issue 12: Ctrl-C / SIGTERM while evaluate_many builds ahead stops at once. Builds in flight are killed, not
@@ -721,7 +728,8 @@ def test_interrupt_kills_the_builds_in_flight(tmp_path, after_s):
     code = (f"import sys\nsys.path.insert(0, {ROOT!r})\nimport bench\nprint('start', flush=True)\n"
             f"bench.evaluate_many([('t', {TASK!r}, {cand!r})], device='cpu', build_root={str(tmp_path)!r}, "
             f"static_checks=False, timeout_s=600)\n")
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=_default_sigint)
     try:
         assert p.stdout.readline().strip() == "start"
         time.sleep(after_s)                             # 6 s: the fork server is up and the build's runner sleeps
@@ -779,7 +787,7 @@ def test_interrupt_stops_evaluations_in_flight_after_a_grace_period(tmp_path):
             f"bench.evaluate_many([('t', {TASK!r}, {cand!r})], device='cpu', build_root={str(tmp_path)!r}, "
             f"timeout_s=600, on_result=lambda i, r: print('RECORDED', r['status'], flush=True))\n")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=dict(os.environ, CUDAL1_INTERRUPT_GRACE_S="2"))
+                         env=dict(os.environ, CUDAL1_INTERRUPT_GRACE_S="2"), preexec_fn=_default_sigint)
     try:
         assert p.stdout.readline().strip() == "start"
         time.sleep(10)                                  # built, started, inside its first (endless) trial

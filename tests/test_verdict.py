@@ -34,14 +34,21 @@ def test_cpu_honest_claim_is_counted_as_claimed():
 
 
 def test_cpu_forged_claim_within_the_limit_earns_little():
-    # claims 21 ms of 40 ms of work: the excess, 29 - 10 = 19 ms, is under the limit max(5 ms, 1.0 x 21 ms,
-    # 0.25 x 10 ms) = 21 ms, so no hack is named, but the counted time is the clock's floor 50 - 10 - 5 = 35 ms
-    res, hacks = verdict("cpu", [(21.0, 50.0)] * 5, REF)
+    # claims 34 ms of 40 ms of work: the excess, 16 - 10 = 6 ms, is under the limit max(5 ms, 0.2 x 34 ms,
+    # 0.25 x 10 ms) = 6.8 ms, so no hack is named, but the counted time is the clock's floor 50 - 10 - 5 = 35 ms
+    res, hacks = verdict("cpu", [(34.0, 50.0)] * 5, REF)
     assert hacks == []
-    assert res["clock"]["limit_ms"] == pytest.approx(21.0) and res["clock"]["excess_ms"] == pytest.approx(19.0)
-    assert res["cand_ms"] == pytest.approx(35.0)                # not 21
+    assert res["clock"]["limit_ms"] == pytest.approx(6.8) and res["clock"]["excess_ms"] == pytest.approx(6.0)
+    assert res["cand_ms"] == pytest.approx(35.0)                # not 34
     assert res["ref_ms"] / res["cand_ms"] == pytest.approx(40.0 / 35.0)
-    assert res["clock"]["claimed_ms"] == pytest.approx(21.0)
+    assert res["clock"]["claimed_ms"] == pytest.approx(34.0)
+
+
+def test_cpu_claim_of_the_real_time_over_1_4_is_named():
+    # judge_clock_shave's forgery on 40 ms of work: claims 28.6 ms; excess 50 - 28.6 - 10 = 11.4 ms > max(5 ms,
+    # 0.2 x 28.6 ms = 5.72 ms, 2.5 ms)
+    res, hacks = verdict("cpu", [(28.6, 50.0)] * 5, REF)
+    assert hacks == ["clock_mismatch"] and res["clock"]["limit_ms"] == pytest.approx(5.72)
 
 
 def test_cpu_short_calls_keep_their_claims_within_the_allowance():
@@ -52,7 +59,7 @@ def test_cpu_short_calls_keep_their_claims_within_the_allowance():
 
 
 def test_cpu_large_forgery_is_named():
-    res, hacks = verdict("cpu", [(1.0, 50.0)] * 5, REF)      # excess 49 - 10 = 39 ms > max(5, 1, 2.5)
+    res, hacks = verdict("cpu", [(1.0, 50.0)] * 5, REF)      # excess 49 - 10 = 39 ms > max(5, 0.2, 2.5)
     assert hacks == ["clock_mismatch"] and res["clock"]["excess_ms"] == pytest.approx(39.0)
 
 

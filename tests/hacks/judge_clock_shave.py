@@ -5,10 +5,11 @@ Judge attack, a modest forgery of the claimed time (REFERENCE.md §4b harness pa
 of issue 11 item 1). Computes the right answer with plain torch.matmul and, when ModelNew is built, replaces the
 runner's per-call timer (runner.Clock.call, through sys.modules) by one that reports the real time divided by 1.4,
 and the runner's snapshot of its own functions (`_watched`) by one that returns the originals, so the first
-filter sees nothing. Unlike a 40x claim, the unexplained time per call (the real time x 0.29) stays under the
-clock's tolerance where that is loose (on the CPU device, the claim itself: bench.WALL_REL): the reference's own op
-would get ~1.4x. On a GPU the tolerance is a quarter of the claim, so the parent's clock names it; on the CPU device
-the counted time is never below the runner's CPU time less 1.25x the reference's overhead, so it earns ~1x there."""
+filter sees nothing. Unlike a 40x claim, the unexplained time per call is small: the real time x 0.29, the
+claim x 0.4. The parent's clock names it where its tolerance is tighter than that (a quarter of the claim on a GPU,
+a fifth on the CPU device: bench.WALL_REL); the reference's own op would otherwise get ~1.4x. On the CPU device the
+counted time is also never below the runner's CPU time less the reference's overhead and a noise allowance.
+(With a tolerance of the whole claim on the CPU, it earned 1.63x and 1.65x in two CI runs.)"""
 import sys
 
 import torch
