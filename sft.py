@@ -497,6 +497,11 @@ if __name__ == "__main__":
     common.configure(globals())
     common.check_device(device)
     common.quiet_transformers()  # no "Writing model shards" bar at every checkpoint: the log lines say it
+    if init_from != "tiny" and not (resume and os.path.exists(os.path.join(out_dir, "sft", "state.pt"))):
+        try:  # a mistyped model folder is named first, before the data it would be trained on (issue 14 item 4)
+            common.resolve_model(init_from)
+        except RuntimeError as e:
+            raise SystemExit(f"error: {e}")
     data = data or os.path.join(out_dir, "sft.jsonl")
     if not os.path.exists(data) and not (self_train and not self_train_mix_stage1):
         raise SystemExit(f"error: no SFT data {data!r}: run prepare.py first or give --data=FILE.jsonl")

@@ -53,6 +53,9 @@ def test_mistyped_and_empty_local_folders(tmp_path, data):
     p = run(["sft.py", "--init_from=no-such-folder/", f"--data={data}", "--device=cpu", f"--out_dir={tmp_path}"],
             env=dict(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf")))    # a trailing /: a path, never a hub name
     assert one_error_line(p).startswith("error: model folder 'no-such-folder/' does not exist; "), one_error_line(p)
+    p = run(["sft.py", "--init_from=no-such-folder/", "--device=cpu", f"--out_dir={tmp_path}/empty"],
+            env=dict(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf")))    # no data either: the model is named first
+    assert one_error_line(p).startswith("error: model folder 'no-such-folder/' does not exist; "), one_error_line(p)
     (tmp_path / "run" / "tasks.jsonl").write_text(json.dumps(dict(name="t/a", level=0, src="", split="train")) + "\n")
     p = run(["rl.py", "--device=cpu", f"--policy={tmp_path}/run/sft", f"--out_dir={tmp_path}/run",
              "--prepare_if_missing=False"])
