@@ -82,7 +82,8 @@ from session import (WARMUP, ROUNDS, MIN_CALLS, MAX_CALLS, HANG_MIN_S, HANG_FACT
 
 PROTOCOLS = ("strict", "kernelbench", "cudal1")
 PROTOCOL_TRIALS = dict(strict=5, kernelbench=5, cudal1=10)     # default num_correct_trials per protocol
-INTERRUPT_GRACE_S = 10.0                # at Ctrl-C / SIGTERM, evaluations in flight get this long to finish
+INTERRUPT_GRACE_S = 5.0                 # at Ctrl-C / SIGTERM, evaluations in flight get this long to finish
+                                        # (10 s made `timeout -k 10` kill evaluate.py before its report, H200)
 compare_cpu = judge.compare             # the comparison rule (kept under its old name)
 
 

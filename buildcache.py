@@ -8,8 +8,9 @@ directly on a hit (no ninja). Builds are made faster than plain load_inline (iss
     rebuilt with <torch/extension.h> (and its own precompiled header), as load_inline would build it;
   - cuda.cu gets only the CUDA runtime headers when its source cannot need torch's (raw-pointer kernels: ~1.5 s of
     nvcc instead of ~30 s), and torch/types.h when it does or when the light build fails.
-A build's failure keeps its first compiler error (first_error) for the record; a build the candidate caught and
-survived is remembered (BUILD_FAILURES: the "fallback" hack). Calls into extension functions are counted
+A build's failure keeps its first compiler error (first_error) for the record, and a compiler's verdict is cached
+too (a "failed" marker: the same sources fail at once the next time); a build the candidate caught and survived is
+remembered (BUILD_FAILURES: the "fallback" hack). Calls into extension functions are counted
 (EXT_CALLS: custom_kernel_calls). Everything here runs in the candidate's process: bench.py trusts none of it.
 """
 import contextlib, fcntl, hashlib, importlib.util, json, os, re, shlex, subprocess, tempfile, types
@@ -50,6 +51,10 @@ _MENTIONS_TORCH = re.compile(r"torch|ATen|\bat::|\bc10|\bC10_|\bTORCH_|\bAT_|Ten
 # torch/extension.h, what load_inline uses, so nothing plain load_inline builds is rejected (issue 12 item 3).
 _HEADER_MISS = re.compile(r"is not a member of|was not declared|has not been declared|does not name a type|"
                           r"incomplete type|no member named|No such file|not a namespace")   # light header too light?
+# cpp_sources that include torch/extension.h themselves had all of it in the light try, so its failure is final;
+# the retry would also fail falsely: with that header precompiled, GCC cannot re-include it ("torch/extension.h:
+# No such file or directory" in the precompiled header's folder), hiding the real first error (issue 11 item 5)
+_OWN_EXTENSION_H = re.compile(r'#\s*include\s*[<"]torch/extension\.h[>"]')
 _LIGHT_CPP = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>\n"
 
 
@@ -240,7 +245,8 @@ def _compile_extension(args, d, module, verbose, root):
             msg = str(e)
             if re.search(r"cuda\.cu\b|cuda\.cuda\.o", msg) and ui + 1 < len(cuda_tries):
                 ui += 1                   # cuda.cu needs torch's types (or its own headers) after all
-            elif re.search(r"main\.cpp|main\.o\b", msg) and ci + 1 < len(tries) and _HEADER_MISS.search(msg):
+            elif re.search(r"main\.cpp|main\.o\b", msg) and ci + 1 < len(tries) and _HEADER_MISS.search(msg) \
+                    and not _OWN_EXTENSION_H.search("\n".join(args["cpp"])):
                 ci += 1                   # main.cpp needs more of torch than the light prelude declares
             else:
                 raise
@@ -257,7 +263,7 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
     """Drop-in torch.utils.cpp_extension.load_inline with a cross-process build cache.
 
     Layout: <build_root>/<key>/ (sources, ninja files, objects, <name>_<key[:12]>.so, a `done` marker written after a
-    successful build), <build_root>/<key>.lock (an fcntl lock held while building: the OS drops it if the builder
+    successful build, or a `failed` marker holding a compiler's or linker's error), <build_root>/<key>.lock (an fcntl lock held while building: the OS drops it if the builder
     dies), <build_root>/pch/<sig>/ (precompiled headers). key = sha256 of the arguments, torch and CUDA versions,
     TORCH_CUDA_ARCH_LIST and the compiler; build_root = $CUDAL1_BUILD_ROOT or ~/.cache/cudal1/build.
     The module is named f"{name}_{key[:12]}", so two candidates using the same `name=` never collide. A finished
@@ -280,12 +286,12 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
                                  with_cuda=with_cuda, is_python_module=is_python_module,
                                  with_pytorch_error_handling=with_pytorch_error_handling,
                                  no_implicit_headers=no_implicit_headers, **other)
-    hit = _load_built(d, args["is_python_module"])
+    hit = _load_built(d, args["is_python_module"]) or _failed_before(d)
     if hit is not None:
         return hit
     with open(os.path.join(root, key + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        hit = _load_built(d, args["is_python_module"])      # built by someone else while we waited
+        hit = _load_built(d, args["is_python_module"]) or _failed_before(d)   # built by someone else meanwhile
         if hit is not None:
             return hit
         with contextlib.suppress(FileNotFoundError):
@@ -294,8 +300,29 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
             return _compile_extension(args, d, module, verbose, root)
         except Exception as e:
             msg = truncate(f"Error building extension '{name}': {first_error(e)}")
+            if _DETERMINISTIC.search(str(e)) and not _NOT_DETERMINISTIC.search(str(e)):
+                _write_json(os.path.join(d, "failed"), dict(error=msg))
             BUILD_FAILURES.append(msg)
             raise BuildError(msg) from None
+
+
+# A compiler's or linker's verdict on these exact sources, flags and toolchain (the key) is final, so it is kept
+# ("failed" beside "done"): the build ahead's failure is not compiled again (30-120 s each) in the timed runner,
+# under the GPU's lock, as it was in the CUDA-L1 audit on the H200 (issue 12). A build killed, out of memory or
+# interrupted is not a verdict and is not kept.
+_DETERMINISTIC = re.compile(r"\berror\b\s*[:(]|undefined reference|undefined symbol|fatal error", re.I)
+_NOT_DETERMINISTIC = re.compile(r"signal|Killed|died due to|out of memory|No space left|Interrupted|"
+                                r"Resource temporarily unavailable|Cannot allocate", re.I)
+
+
+def _failed_before(d):
+    """None, or raises the BuildError of an earlier failed build of the same key (kept as its "failed" marker)."""
+    try:
+        msg = json.load(open(os.path.join(d, "failed")))["error"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    BUILD_FAILURES.append(msg)
+    raise BuildError(msg)
 
 
 EXT_CALLS = [0]           # calls into functions of extensions loaded in this process (custom_kernel_calls)

@@ -506,7 +506,7 @@ def _handle(cmd, st, spec, dev):
         with torch.no_grad():
             set_flags(st["flags"])
             st["model"] = build_model(st["task"], st["cand"].ModelNew, dev)
-        return dict(ok=True, flags=get_flags())
+        return dict(ok=True, flags=get_flags(), build_failures=bc.BUILD_FAILURES[:3])
     if op == "exchange":
         st["ex"] = Exchange(cmd["spec"])
         return dict(ok=True)

@@ -26,6 +26,10 @@ WALL_ABS_MS = dict(cuda=0.5, cpu=5.0)   # ... 0.5 ms on a GPU, 5 ms on a CPU, ..
 WALL_OVER = dict(cuda=0.15, cpu=0.25)   # ... and a share of the per-call overhead: it jitters with its size (on the
                                         # H200, 6.4 GB tasks (~48 ms of overhead) differed by 2.6-4.5 ms between two
                                         # runners of honest kernels; CPU time jitters by a quarter on a 2-core VM)
+CLOCK_RETRY_BELOW = 3.0                 # a clock_mismatch of at most this x its limit is measured once more, both
+                                        # sides in fresh runners, and named only if it holds: on the H200, honest
+                                        # 2.7 ms and 0.9 ms calls timed while 14 builds ran read 0.78 and 0.54 ms
+                                        # over their claims (limits 0.68, 0.5), the reference timed after the builds
 PREBUILD_MAX_S = 300.0                  # a build ahead's ModelNew (meta device) may take this long (its builds)
 BUILD_NICE = 10                         # builds ahead run at this niceness: a timed call beside them keeps its CPU
 MEM_LIMIT_GB = 32.0                     # host RSS of a candidate's process group (CUDAL1_MEM_LIMIT_GB overrides)
@@ -184,9 +188,7 @@ class _Session:
         expected = dict(FIXED_FLAGS, **(o["flags_override"] or {}))
         if r["flags"] != expected:
             self.hacks.append(("backend_flags", f"importing the candidate changed the backend flags to {r['flags']}"))
-        if r["build_failures"]:                           # a build failed and the candidate caught it (§4)
-            self.hacks.append(("fallback", "a load_inline build failed and the candidate fell back: "
-                                           + r["build_failures"][0]))
+        self.fell_back(r, "at import")                    # a build failed and the candidate caught it (§4)
         self.lap("import")
         if o.get("build_only"):                           # and the builds a ModelNew makes in __init__ (CUDA-L1
             if r["has_modelnew"] and self.task_src:       # kernels often do), on the meta device: off the GPU's lock
@@ -207,7 +209,18 @@ class _Session:
             raise _Stop("runtime_error", None, r["error"], r.get("error_type", ""))
         if r["flags"] != expected and not any(k == "backend_flags" for k, _ in self.hacks):
             self.hacks.append(("backend_flags", f"building ModelNew changed the backend flags to {r['flags']}"))
+        self.fell_back(r, "in ModelNew()")
+        self.res["fallback_checked_in_models"] = True     # rows without it predate that check (audit_cudal1.py)
         self.lap("models")
+
+    def fell_back(self, reply, where):
+        """A load_inline build that failed while the candidate went on (its try/except ran something else) is the
+        "fallback" hack wherever it happened: at import, in ModelNew() (most CUDA-L1 kernels build there; in the
+        A100 audit on the H200 such failures were accepted as PyTorch-only rewrites) or in a call."""
+        fails = reply.get("build_failures")
+        if fails and isinstance(fails, list) and not any(k == "fallback" for k, _ in self.hacks):
+            self.hacks.append(("fallback", f"a load_inline build {where} failed and the candidate fell back: "
+                                           + runner.truncate(str(fails[0]))))
 
     def setup(self):
         o = self.o
@@ -340,6 +353,7 @@ class _Session:
             self.hacks.append(("patched_timer_or_checker", f"the candidate replaced {', '.join(r['patched'])}"))
         if r.get("flags") != dict(FIXED_FLAGS, **(o["flags_override"] or {})):
             self.hacks.append(("backend_flags", f"backend flags changed to {r.get('flags')} (§4)"))
+        self.fell_back(r, "during its calls")
         if r.get("uncountable") and not self.res["custom_kernel_calls"]:
             self.res["custom_kernel_calls"] = None        # 0 would claim "no custom kernel ran": unknown instead
         self.lap("timing")
@@ -419,6 +433,34 @@ class _Session:
             self.hacks.append(("clock_mismatch", f"{clock} shows {excess:.4g} ms per call more than the candidate "
                                                  f"claimed ({claimed:.4g} ms; limit {limit:.3g} ms)"))
 
+    def measure(self):
+        """timing, reference and verdict. Load on the machine that lasts through the candidate's phase and not the
+        reference's (builds of other candidates) reads as unclaimed time on every call, like a claim shaved by a
+        fifth: a clock_mismatch under CLOCK_RETRY_BELOW x its limit, when it is the only hack, is measured once more
+        from a fresh runner of the candidate, and the second measurement is the verdict (the first is kept in
+        clock.first). A consistent shave is named again; a forgery far over the limit is named at once."""
+        self.timing()
+        self.reference()
+        self.verdict()
+        c = self.res["clock"]
+        if [k for k, _ in self.hacks] != ["clock_mismatch"] or c["excess_ms"] > CLOCK_RETRY_BELOW * c["limit_ms"]:
+            return
+        first, self.hacks = c, []
+        self.restart()
+        self.timing()
+        self.reference()
+        self.verdict()
+        self.res["clock"]["first"] = first
+
+    def restart(self):
+        """A fresh runner of the candidate, ready to time (its builds are cached; its checks already passed)."""
+        self.rw = self.fork_runner(self.tmp, self.cand_src, self.o["flags_override"], 0, self.o["extra_env"])
+        for cmd in (dict(op="import"), dict(op="models"), dict(op="exchange", spec=self.ex_spec)):
+            r, _ = self.ask(cmd)
+            if not r["ok"]:
+                raise _Stop("runtime_error", None, f"the candidate failed at {cmd['op']} when run again: "
+                                                   f"{r['error']}", r.get("error_type", ""))
+
     def run(self):
         res, o = self.res, self.o
         try:
@@ -435,9 +477,7 @@ class _Session:
                 self.setup()
                 self.trials()
                 if not o["check_only"]:
-                    self.timing()
-                    self.reference()
-                    self.verdict()
+                    self.measure()
             res["status"] = "ok"
         except _Stop as s:
             res.update(status=s.status, error=runner.truncate(str(s)), error_type=s.error_type)

@@ -60,7 +60,8 @@ method = "kernels"                              # evaluate.py's method name of t
 CATEGORIES = ("accepted", "no kernel in the release", "not measured", "defect", "policy", "evaluator false negative?")
 _FALSE_NEG = "evaluator false negative?"
 MECHANISMS = {   # category -> the mechanisms it may name (a fixed list: a test checks that every cause is one)
-    "accepted": ("custom kernel ran", "PyTorch-only rewrite", "kernel calls not counted"),
+    "accepted": ("custom kernel ran", "PyTorch-only rewrite", "kernel calls not counted",
+                 "its extension never ran (a fallback bench did not yet name)"),
     "no kernel in the release": ("custom_code null or None",),
     "not measured": ("no row in results.jsonl", "the row is another kernel's"),
     "defect": ("does not parse", "does not build", "build fails, its try/except runs PyTorch", "no ModelNew",
@@ -218,6 +219,12 @@ def classify(rec, code):
         calls = rec.get("custom_kernel_calls")
         mech = "kernel calls not counted" if calls is None else "custom kernel ran" if calls > 0 \
             else "PyTorch-only rewrite"
+        if calls == 0 and re.search(r"\bload_inline\s*\(", code or "") and not rec.get("fallback_checked_in_models"):
+            # bench before 2026-12-01 (session 6) did not look for a build that failed in ModelNew() and was caught
+            # there: such rows read as PyTorch-only rewrites; bench names them `fallback` now (issue 11 item 5)
+            return "accepted", "its extension never ran (a fallback bench did not yet name)", \
+                "its source builds a load_inline extension, yet no call reached one in the first trial: its " \
+                "build most likely failed in ModelNew() and its try/except ran PyTorch; re-measure to confirm"
         detail = f"{calls} call{'s' * (calls != 1)} into its extensions in the first trial" if calls else \
             "no call into a load_inline extension in the first trial" if calls == 0 else "extension calls uncountable"
         return "accepted", mech, detail

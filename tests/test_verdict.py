@@ -72,3 +72,43 @@ def test_gpu_claims_are_not_floored_and_least_overheads_count():
     # 1 ms claimed, 2.5 ms unexplained: > max(0.5, 0.25 x 1, 0.15 x 1.5) -> named
     res, hacks = verdict("cuda", [(1.0, 5.0), (1.0, 5.0)], [(10.0, 12.0), (10.0, 11.5)])
     assert hacks == ["clock_mismatch"] and res["clock"]["excess_ms"] == pytest.approx(2.5)
+
+
+def measured(attempts, hacks_before=()):
+    """_Session.measure() over scripted attempts: each (excess ms, limit ms) is what one measurement's verdict finds
+    (a clock_mismatch when excess > limit). Returns the final hacks, the clock record and the restarts made."""
+    s = object.__new__(bench._Session)
+    s.res, s.hacks, calls = {}, list(hacks_before), dict(restart=0, verdict=0)
+    script = iter(attempts)
+
+    def verdict():
+        excess, limit = next(script)
+        calls["verdict"] += 1
+        s.res["clock"] = dict(excess_ms=excess, limit_ms=limit)
+        if excess > limit:
+            s.hacks.append(("clock_mismatch", f"{excess} > {limit}"))
+    s.timing = s.reference = lambda: None
+    s.verdict = verdict
+    s.restart = lambda: calls.__setitem__("restart", calls["restart"] + 1)
+    s.measure()
+    return [h for h, _ in s.hacks], s.res["clock"], calls
+
+
+def test_a_narrow_mismatch_that_does_not_hold_is_no_hack():
+    # the H200's honest 2.7 ms GEMM timed beside 14 builds: 0.78 ms over a 0.68 ms limit, then calm
+    hacks, clock, calls = measured([(0.78, 0.68), (0.05, 0.68)])
+    assert hacks == [] and calls == dict(restart=1, verdict=2)
+    assert clock["excess_ms"] == 0.05 and clock["first"]["excess_ms"] == 0.78
+
+
+def test_a_shave_that_holds_is_named():
+    # judge_clock_shave on the H200: 0.77 ms over 0.5 ms, both times
+    hacks, clock, calls = measured([(0.77, 0.5), (0.79, 0.5)])
+    assert hacks == ["clock_mismatch"] and calls["restart"] == 1 and clock["first"]["excess_ms"] == 0.77
+
+
+def test_a_gross_forgery_or_a_second_hack_is_named_at_once():
+    hacks, _, calls = measured([(2.7, 0.5)])                # a 40x forgery: 5.4x its limit
+    assert hacks == ["clock_mismatch"] and calls == dict(restart=0, verdict=1)
+    hacks, _, calls = measured([(0.6, 0.5)], hacks_before=[("fallback", "a build failed")])
+    assert hacks == ["fallback", "clock_mismatch"] and calls["restart"] == 0

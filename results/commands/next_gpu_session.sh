@@ -1,7 +1,15 @@
-# The GPU measurements issues 11-14 still owe after session 4 of 2026-12-01 (what it measured: results/bench/2026-12-01_s4/
-# and the README). Session 5 had no device time (147 s left, under the 4 minutes a start needs): its changes (bench.py
-# split into bench.py + session.py; on the CPU device only, claims in thread CPU time and a floor from the runner's CPU
-# time) ran on the CPU suite only, so case A is also the first GPU run of session.py. Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
+# The GPU measurements issues 11-14 still owe. Session 6 of 2026-12-01 (30 min of device time) ran A, D and B (+ a
+# short B again) at commit eda423d: results/bench/2026-12-01_s6/, results/tiny/h200/demo_2026-12-01_*, and the README.
+# Its findings, fixed since on the CPU side only and so still to run on the H200 first:
+#  - A: 77 of 79 passed; 2 honest kernels named clock_mismatch under the load of 14 builds -> a narrow mismatch is
+#    now measured again (session._Session.measure). Run A again.
+#  - B: failed load_inline builds in ModelNew.__init__ were compiled again under the GPU's lock (30-120 s each) ->
+#    failures are now cached and named `fallback`. Before B: rm -rf out/cudal1_a100_audit && cp -r
+#    results/cudal1_a100_audit out/ (183 of 250 rows), carry it; between chained B calls, untar what came back into
+#    out/ first (carry sends this machine's copy, not the device's). Expect far faster evaluations.
+#  - D: stopped at 500 s in torch.compile's warm-up -> the demo evaluates against eager only. Run D again; keep
+#    out/tiny/rl/samples* in the tar (an RL step took 84 s to evaluate; its kernels tell why).
+# Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
 # files copied into .kb/ (carry .kb). Chain the calls: a call made within 30 s of the last one finds the machine warm
 # (no start, and its build cache is still there). On nvidia-h200-x2 run two cases at once, one per GPU, each under
 # `taskset` with 16 CPUs of its own, as results/commands/call1_2026-12-01_s3.sh does.
@@ -18,7 +26,7 @@ B)  # issue 11 item 5 + issue 12 item 4: the CUDA-L1 A100 release. Session 4 mea
     # (results/cudal1_a100_audit). To finish it: copy that folder to out/cudal1_a100_audit, carry it, run B (again,
     # carrying what came back, until evaluate.py prints its summary). For the 15-minute figure of issue 12, run it
     # from scratch into an empty --eval_dir instead; its builds are the bottleneck (50-170 s each, 14 at once).
-    timeout -k 30 540 python evaluate.py --kernels=.kb/cudal1_release/a100.json --baselines=eager \
+    timeout -k 20 540 python evaluate.py --kernels=.kb/cudal1_release/a100.json --baselines=eager \
         --screen_degenerate=False --eval_dir=out/cudal1_a100_audit > $OUT/r/audit_eval.log 2>&1
     python scripts/audit_cudal1.py --eval_dir=out/cudal1_a100_audit --kernels=.kb/cudal1_release/a100.json \
         > $OUT/r/audit.txt 2>&1
@@ -34,7 +42,7 @@ C)  # issue 12: throughput, repeatability, timing table; issue 11: the precision
 D)  # issue 14 + issue 12 item 5: the main command on one GPU (wall time); issue 13 item 5 (rl_scale printed nothing
     # in 225 s in session 3: give it a call of its own, 1.5B first)
     /usr/bin/time -v timeout 500 python rl.py --preset=demo > $OUT/r/demo.log 2>&1
-    tar czf $OUT/r/demo.tgz out/tiny/rl/log.jsonl out/tiny/rl/curves.png out/tiny/eval/summary.md
+    tar czf $OUT/r/demo.tgz out/tiny/rl/log.jsonl out/tiny/rl/curves.png out/tiny/rl/samples* out/tiny/eval/summary.md
     ;;
 E)  timeout -k 10 540 python scripts/rl_scale.py --models=1.5b,0.5b --out=$OUT/r/rl_scale.jsonl > $OUT/r/rl_scale.log 2>&1
     ;;
