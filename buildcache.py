@@ -312,7 +312,8 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
 # interrupted is not a verdict and is not kept.
 _DETERMINISTIC = re.compile(r"\berror\b\s*[:(]|undefined reference|undefined symbol|fatal error", re.I)
 _NOT_DETERMINISTIC = re.compile(r"signal|Killed|died due to|out of memory|No space left|Interrupted|"
-                                r"Resource temporarily unavailable|Cannot allocate", re.I)
+                                r"Resource temporarily unavailable|Cannot allocate|"
+                                r"pch/[0-9a-f]+/", re.I)   # an error about our own precompiled headers
 
 
 def _failed_before(d):

@@ -54,3 +54,5 @@ def test_a_killed_build_is_not_a_verdict():
     killed = "nvcc error   : 'cicc' died due to signal 9 (Kill signal)"
     assert buildcache._DETERMINISTIC.search(killed) and buildcache._NOT_DETERMINISTIC.search(killed)
     assert buildcache._NOT_DETERMINISTIC.search("c++: fatal error: Killed signal terminated program cc1plus")
+    pch = "main.cpp:2:10: fatal error: /b/pch/9f89f44f2b52e298/torch/extension.h: No such file or directory"
+    assert buildcache._DETERMINISTIC.search(pch) and buildcache._NOT_DETERMINISTIC.search(pch)
