@@ -48,7 +48,7 @@ def build_root(tmp_path_factory):
 @pytest.fixture(scope="module")
 def results(swish, build_root):
     """One evaluate_many: the CUDA candidates build in parallel, then each is checked and timed."""
-    names = ["fused", "half", "illegal", "side_stream", "empty", "hang"]
+    names = ["fused", "half", "illegal", "side_stream", "empty", "hang", "init_build"]
     jobs = [(n, swish, src(f"gpu_swish_{n}.py" if n != "hang" else "gpu_hang_kernel.py")) for n in names]
     res = bench.evaluate_many(jobs, build_root=build_root, progress=True, **KW)
     return dict(zip(names, res))
@@ -61,6 +61,14 @@ def test_fused_kernel_is_correct_and_faster(results):
     assert r["speedup"] > 1.2, bench.result_summary(r)      # eager Swish is two kernels: ~2x expected
     assert r["device_name"] and r["device_name"] != "cpu" and r["backend_flags"] == bench.FIXED_FLAGS
     assert r["input_shapes"] == [[4096, 393216]] and r["timed_calls"] >= bench.MIN_CALLS * bench.ROUNDS
+
+
+def test_build_in_init_is_made_ahead(results):
+    """A load_inline in ModelNew.__init__ is built by the build ahead (ModelNew on the meta device), not again in the
+    timed runner under the GPU's lock; its kernel is the one that runs."""
+    r = results["init_build"]
+    assert r["status"] == "ok" and r["custom_kernel_calls"] >= 1, bench.result_summary(r)
+    assert r["phase_s"]["models"] < 5.0, r["phase_s"]
 
 
 def test_half_written_output_is_incorrect(results):
