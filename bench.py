@@ -394,14 +394,16 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="Check and time a KernelBench candidate against its task.")
     ap.add_argument("task", help="task module (Model, get_inputs, get_init_inputs)")
     ap.add_argument("candidate", help="candidate module (ModelNew)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"],
+                    help="where both models run (default: cuda where torch sees a GPU, else cpu)")
     ap.add_argument("--arch", default=None, help="TORCH_CUDA_ARCH_LIST for nvcc, e.g. 9.0")
     ap.add_argument("--json", action="store_true", help="print the whole result record as JSON")
     ap.add_argument("--timeout_s", type=float, default=300.0, help="seconds for the whole evaluation")
     ap.add_argument("--trials", type=int, default=None, help="correctness trials (default: the protocol's)")
     ap.add_argument("--no_static_checks", action="store_true", help="for trusted code only")
     ap.add_argument("--build_root", default=None, help="build cache (default $CUDAL1_BUILD_ROOT or ~/.cache/cudal1/build)")
-    ap.add_argument("--protocol", default="strict", choices=PROTOCOLS, help="timing protocol (module docstring)")
+    ap.add_argument("--protocol", default="strict", choices=PROTOCOLS, help="timing protocol: strict (fresh inputs every call, L2 flushed, median), kernelbench (100 calls "
+                    "on the same inputs, mean), cudal1 (7 rounds x 10 calls, no flush, mean of round means)")
     ap.add_argument("--check_only", action="store_true", help="correctness only, no timing")
     a = ap.parse_args(argv)
     missing = [f"{role} {p}" for role, p in (("task", a.task), ("candidate", a.candidate)) if not os.path.isfile(p)]

@@ -181,11 +181,11 @@ def config_keys(g):
 # Files
 
 def parse_json_line(line, where):
-    """json.loads of one line; ValueError "<where>: not valid JSON (<reason> at column <c>); ..." when it is not."""
+    """json.loads of one line; ValueError "<where>: not valid JSON (<reason>: column <c>); ..." when it is not."""
     try:
         return json.loads(line.strip())
     except json.JSONDecodeError as e:
-        raise ValueError(f"{where}: not valid JSON ({e.msg} at column {e.colno}); fix or delete that line") from None
+        raise ValueError(f"{where}: not valid JSON ({e.msg}: column {e.colno}); fix or delete that line") from None
 
 
 def read_jsonl(path):
@@ -200,7 +200,7 @@ def read_json(path):
         with open(path) as f:
             return json.load(f)
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+        raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg}: column {e.colno})") from None
 
 
 def error_line(res):

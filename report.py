@@ -298,6 +298,11 @@ def write_report(out_dir, rows, tasks, mains, bl, unavailable, own_ref, runs, co
             + f".\nDegenerate tasks (REFERENCE.md §3): {sum(bool(deg[n]) for n in reported)} of the "
             + ("reported" if missing else "measured") + "; sources: "
             + ", ".join(f"{s} {c}" for s, c in deg_src.items()) + ".\n")
+    sampled_any = any(rows[(n, m)].get("sample_speedups") and len(rows[(n, m)]["sample_speedups"]) > 1
+                      for m in main_methods if m != "kernels" for n in have[m])
+    if sampled_any:   # a newcomer reads the first table first (issue 14)
+        text += ("\nThe tables below take each task's best answer of N (the paper's layout): one lucky sample decides "
+                 "them, so two models often tie there; the 'per sample' table further down counts every answer.\n")
     for title, entries in tables.items():
         text += f"\n### {title}\n\n" + markdown_table(entries)
     if unknown_deg:
@@ -321,7 +326,7 @@ def write_report(out_dir, rows, tasks, mains, bl, unavailable, own_ref, runs, co
     for k in main_methods:
         mix[k] = {lvl: kernel_mix([rows[(n, k)] for n in ns if (n, k) in rows]) for lvl, ns in by_level}
         text += ("\n\n### what the correct kernels " + (f"of {k} " if len(mains) > 1 else "") + "are (bench's "
-                 "custom_kernel_calls in the first correctness trial)\n\n| level | correct | custom kernel ran | PyTorch only | unknown | CUDA in source | share custom |\n"
+                 "custom_kernel_calls in the first correctness trial; counts of tasks)\n\n| level | correct tasks | custom kernel ran | PyTorch only | unknown | CUDA in source | share custom |\n"
                  "|---|---:|---:|---:|---:|---:|---:|\n"
                  + "".join(f"| {lvl} | {x['correct']} | {x['custom_ran']} | {x['pytorch_only']} | {x['unknown']} | "
                            f"{x['cuda_source']} | {x['custom_ran'] / x['correct'] if x['correct'] else 0:.0%} |\n"

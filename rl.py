@@ -63,6 +63,7 @@ import hashlib
 import math
 import os
 import random
+import shlex
 import signal
 import sys
 import time
@@ -487,7 +488,10 @@ if __name__ == "__main__":
     common.ddp_barrier()
     log_path = os.path.join(rl_dir, "log.jsonl")
     if not resume and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
-        sys.exit(f"error: {rl_dir} already holds a run ({len(common.read_jsonl(log_path))} logged steps): --resume=True "
+        n_logged = len(common.read_jsonl(log_path))
+        report = os.path.join(out_dir, "eval", "summary.md")
+        done = f"; it is finished (its report: {report})" if n_logged >= max_steps and os.path.exists(report) else ""
+        sys.exit(f"error: {rl_dir} already holds a run ({n_logged} logged steps{done}): --resume=True "
                  f"continues it; for another run (e.g. an ablation) copy the prepared folder without its rl/ and eval/ "
                  f"and point --out_dir at the copy, or delete {rl_dir}")
     os.makedirs(rl_dir, exist_ok=True)
@@ -738,8 +742,10 @@ if __name__ == "__main__":
                     save(rank_rngs)
             if halt:
                 if master:
-                    print(f"saved a checkpoint at step {step} in {ckpt_dir}; continue with the same command and "
-                          "--resume=True", flush=True)
+                    again = " ".join(["python"] + [shlex.quote(a) for a in sys.argv if a != "--resume=True"]
+                                     + ["--resume=True"]) if world == 1 else "the same torchrun command and --resume=True"
+                    print(f"saved a checkpoint after RL step {step - 1} ({step} of {max_steps} steps done) in "
+                          f"{ckpt_dir}; continue with: {again}", flush=True)
                 sys.exit(130)
     except KeyboardInterrupt:
         print(f"rank {rank}: stopped at once, no checkpoint written; --resume=True continues from the last one")

@@ -69,7 +69,7 @@ def test_malformed_kernels_file_names_file_line_and_cause(tmp_path):
     bad.write_text(json.dumps(dict(task=task["name"], code="class ModelNew: pass")) + "\n\n" + '{"task": "x", "code": \n')
     args = [f"--tasks_file={FIX}/eval_tasks.jsonl", "--device=cpu", "--baselines=eager", f"--eval_dir={tmp_path}/e"]
     p = run(["evaluate.py", f"--kernels={bad}", *args])
-    assert one_error_line(p) == f"error: {bad}:3: not valid JSON (Expecting value at column 22); fix or delete that line"
+    assert one_error_line(p) == f"error: {bad}:3: not valid JSON (Expecting value: column 22); fix or delete that line"
     bad.write_text('["level1/1_RowScale", "class ModelNew: pass"]\n')
     p = run(["evaluate.py", f"--kernels={bad}", *args])
     assert one_error_line(p) == f"error: {bad}:1: neither {{'task', 'code'}} nor a CUDA-L1 line (level_id, task_id); " \

@@ -5,6 +5,7 @@ They continue from the session's tiny_cpu_prepared out_dir (conftest.py: prepare
 test_tiny_cpu and test_sft_selftrain)."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -103,7 +104,8 @@ def test_ctrl_c_saves_a_checkpoint(prepared, tmp_path):
         time.sleep(0.5)
     p.send_signal(signal.SIGINT)
     out = p.communicate(timeout=300)[0]
-    assert p.returncode == 130 and "saved a checkpoint at step" in out, out[-3000:]
+    assert p.returncode == 130 and "saved a checkpoint after RL step" in out, out[-3000:]
+    assert re.search(r"continue with: python \S*rl\.py .*--resume=True", out), out[-3000:]
     import torch
     st = torch.load(d / "rl" / "ckpt" / "state.pt", weights_only=False)
     assert st["step"] >= 1 and len(st["history"]) == st["step"]
