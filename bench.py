@@ -402,8 +402,10 @@ def main(argv=None):
     ap.add_argument("--trials", type=int, default=None, help="correctness trials (default: the protocol's)")
     ap.add_argument("--no_static_checks", action="store_true", help="for trusted code only")
     ap.add_argument("--build_root", default=None, help="build cache (default $CUDAL1_BUILD_ROOT or ~/.cache/cudal1/build)")
-    ap.add_argument("--protocol", default="strict", choices=PROTOCOLS, help="timing protocol: strict (fresh inputs every call, L2 flushed, median), kernelbench (100 calls "
-                    "on the same inputs, mean), cudal1 (7 rounds x 10 calls, no flush, mean of round means)")
+    ap.add_argument("--protocol", default="strict", choices=PROTOCOLS,
+                    help="timing protocol: strict (fresh inputs every call, L2 flushed, median), kernelbench "
+                         "(100 calls on the same inputs, mean), cudal1 (7 rounds x 10 calls, no flush, mean of "
+                         "round means)")
     ap.add_argument("--check_only", action="store_true", help="correctness only, no timing")
     a = ap.parse_args(argv)
     missing = [f"{role} {p}" for role, p in (("task", a.task), ("candidate", a.candidate)) if not os.path.isfile(p)]

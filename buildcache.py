@@ -263,9 +263,10 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
     """Drop-in torch.utils.cpp_extension.load_inline with a cross-process build cache.
 
     Layout: <build_root>/<key>/ (sources, ninja files, objects, <name>_<key[:12]>.so, a `done` marker written after a
-    successful build, or a `failed` marker holding a compiler's or linker's error), <build_root>/<key>.lock (an fcntl lock held while building: the OS drops it if the builder
-    dies), <build_root>/pch/<sig>/ (precompiled headers). key = sha256 of the arguments, torch and CUDA versions,
-    TORCH_CUDA_ARCH_LIST and the compiler; build_root = $CUDAL1_BUILD_ROOT or ~/.cache/cudal1/build.
+    successful build, or a `failed` marker holding a compiler's or linker's error), <build_root>/<key>.lock (an
+    fcntl lock held while building: the OS drops it if the builder dies), <build_root>/pch/<sig>/ (precompiled
+    headers). key = sha256 of the arguments, torch and CUDA versions, TORCH_CUDA_ARCH_LIST and the compiler;
+    build_root = $CUDAL1_BUILD_ROOT or ~/.cache/cudal1/build.
     The module is named f"{name}_{key[:12]}", so two candidates using the same `name=` never collide. A finished
     build is imported directly, without ninja. Holding the lock we are the only builder of that folder, so torch's
     own `lock` file there can only be left by a killed build and is removed (REFERENCE.md §2: it otherwise makes

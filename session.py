@@ -26,7 +26,7 @@ WALL_ABS_MS = dict(cuda=0.5, cpu=5.0)   # ... 0.5 ms on a GPU, 5 ms on a CPU, ..
 WALL_OVER = dict(cuda=0.15, cpu=0.25)   # ... and a share of the per-call overhead: it jitters with its size (on the
                                         # H200, 6.4 GB tasks (~48 ms of overhead) differed by 2.6-4.5 ms between two
                                         # runners of honest kernels; CPU time jitters by a quarter on a 2-core VM)
-CLOCK_RETRY_BELOW = 3.0                 # a clock_mismatch of at most this x its limit is measured once more, both
+CLOCK_RETRY_BELOW = 3.0                 # GPU: a clock_mismatch under this x its limit is measured once more, both
                                         # sides in fresh runners, and named only if it holds: on the H200, honest
                                         # 2.7 ms and 0.9 ms calls timed while 14 builds ran read 0.78 and 0.54 ms
                                         # over their claims (limits 0.68, 0.5), the reference timed after the builds
@@ -438,19 +438,24 @@ class _Session:
         reference's (builds of other candidates) reads as unclaimed time on every call, like a claim shaved by a
         fifth: a clock_mismatch under CLOCK_RETRY_BELOW x its limit, when it is the only hack, is measured once more
         from a fresh runner of the candidate, and the second measurement is the verdict (the first is kept in
-        clock.first). A consistent shave is named again; a forgery far over the limit is named at once."""
-        self.timing()
-        self.reference()
-        self.verdict()
-        c = self.res["clock"]
-        if [k for k, _ in self.hacks] != ["clock_mismatch"] or c["excess_ms"] > CLOCK_RETRY_BELOW * c["limit_ms"]:
-            return
-        first, self.hacks = c, []
-        self.restart()
-        self.timing()
-        self.reference()
-        self.verdict()
-        self.res["clock"]["first"] = first
+        clock.first). A consistent shave is named again; a forgery far over the limit is named at once. GPU only
+        (the parent's wall clock): on the CPU device every shave reads within 3x its limit, and on a busy 2-core box
+        the second draw let judge_clock_shave pass once (2.10x, its reference's phase the contended one); there the
+        median and the floor of verdict() carry the load instead."""
+        first = None
+        while True:
+            self.timing()
+            self.reference()
+            self.verdict()
+            c = self.res["clock"]
+            if first is not None:
+                c["first"] = first
+                return
+            if self.clock_kind != "wall" or [k for k, _ in self.hacks] != ["clock_mismatch"] or \
+                    c["excess_ms"] > CLOCK_RETRY_BELOW * c["limit_ms"]:
+                return
+            first, self.hacks = c, []
+            self.restart()
 
     def restart(self):
         """A fresh runner of the candidate, ready to time (its builds are cached; its checks already passed)."""

@@ -74,11 +74,12 @@ def test_gpu_claims_are_not_floored_and_least_overheads_count():
     assert hacks == ["clock_mismatch"] and res["clock"]["excess_ms"] == pytest.approx(2.5)
 
 
-def measured(attempts, hacks_before=()):
+def measured(attempts, hacks_before=(), clock_kind="wall"):
     """_Session.measure() over scripted attempts: each (excess ms, limit ms) is what one measurement's verdict finds
     (a clock_mismatch when excess > limit). Returns the final hacks, the clock record and the restarts made."""
     s = object.__new__(bench._Session)
     s.res, s.hacks, calls = {}, list(hacks_before), dict(restart=0, verdict=0)
+    s.clock_kind = clock_kind
     script = iter(attempts)
 
     def verdict():
@@ -112,3 +113,9 @@ def test_a_gross_forgery_or_a_second_hack_is_named_at_once():
     assert hacks == ["clock_mismatch"] and calls == dict(restart=0, verdict=1)
     hacks, _, calls = measured([(0.6, 0.5)], hacks_before=[("fallback", "a build failed")])
     assert hacks == ["fallback", "clock_mismatch"] and calls["restart"] == 0
+
+
+def test_the_cpu_device_does_not_measure_again():
+    # on a busy 2-core box a second draw let judge_clock_shave through; the CPU verdict's median and floor stay alone
+    hacks, _, calls = measured([(0.78, 0.68)], clock_kind="cpu")
+    assert hacks == ["clock_mismatch"] and calls == dict(restart=0, verdict=1)
