@@ -60,7 +60,9 @@ custom_kernel_calls (calls into load_inline/load extensions during the first tri
 unknown), floor_ms, remeasure, flags_override, precision ({err, ref_err, half_err, threshold} of the worst checked
 output, judge.py), clock ({excess_ms, overhead_ms, limit_ms, claimed_ms, kind}: the parent's clock check),
 degenerate (trivial outputs that pass this task's check, [] none, None unknown), hang_limit_s, exchange (ipc | file:
-how outputs reach the judge). `status` is the verdict (reward only "ok").
+how outputs reach the judge), fp32_reference_off ({mismatches, max_rel_err, where}: the output failed isclose
+against the fp32 reference but is as close to the float64 truth as that reference is, so it counts as correct;
+judge.mismatches_vs64). `status` is the verdict (reward only "ok").
 """
 import argparse, contextlib, json, os, shutil, sys, tempfile, threading, time
 from concurrent.futures import ThreadPoolExecutor
@@ -97,7 +99,7 @@ def _blank_result(task_name, candidate_src, protocol, device):
                 torch_version=torch.__version__, cuda_version=torch.version.cuda, backend_flags=dict(FIXED_FLAGS),
                 compile_s=None, eval_s=None, phase_s={}, input_shapes=None, custom_kernel_calls=None,
                 floor_ms=None, remeasure=None, flags_override=None, precision=None, clock=None, degenerate=None,
-                hang_limit_s=None, exchange=None)
+                hang_limit_s=None, exchange=None, fp32_reference_off=None)
 
 
 def result_summary(res):

@@ -50,7 +50,10 @@ _MENTIONS_TORCH = re.compile(r"torch|ATen|\bat::|\bc10|\bC10_|\bTORCH_|\bAT_|Ten
 # (nn, optim, data...): a third less to parse, a smaller precompiled header. A compile error retries with
 # torch/extension.h, what load_inline uses, so nothing plain load_inline builds is rejected (issue 12 item 3).
 _HEADER_MISS = re.compile(r"is not a member of|was not declared|has not been declared|does not name a type|"
-                          r"incomplete type|no member named|No such file|not a namespace")   # light header too light?
+                          r"incomplete type|no member named|No such file|not a namespace|"       # g++, light too light?
+                          r'identifier "[^"]*" is undefined|has no member|must be a class or namespace|'  # nvcc
+                          r"no instance of|is not a template|explicit type is missing|is not a type name|"
+                          r"cannot open source file")
 # cpp_sources that include torch/extension.h themselves had all of it in the light try, so its failure is final;
 # the retry would also fail falsely: with that header precompiled, GCC cannot re-include it ("torch/extension.h:
 # No such file or directory" in the precompiled header's folder), hiding the real first error (issue 11 item 5)
@@ -61,6 +64,26 @@ _LIGHT_CPP = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#i
 _EXT_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[">][^\n]*$', re.M)
 _NEEDS_EXTENSION = re.compile(r"PYBIND11|pybind11|\bpy::|torch::nn\b|torch::optim|torch::jit|torch::autograd|"
                               r"torch::python|Python\.h|PyObject")
+
+
+_CUDA_BUILTINS = {"threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "__global__", "__device__",
+                  "__shared__", "__syncthreads", "__host__", "__constant__"}
+
+
+def needs_more_headers(msg, unit, own_names=()):
+    """Whether a failed build's log blames `unit` (main.cpp or cuda.cu) with an error a fuller prelude could fix: an
+    undeclared name, a missing member or header. A syntax or type error in the candidate's own code is final, and so
+    is the pybind block naming one of the candidate's own functions (`own_names`) its cpp_sources never declared
+    (the commonest CUDA-L1 build failure). Retrying those cost 10-50 s of nvcc each (torch/types.h) under every
+    broken RL sample (H200 demo, 2026-12-01: every compile error was built two or three times; issue 12)."""
+    pat = re.compile(rf"{re.escape(unit)}(?:\(\d+\)|:\d+:\d+):\s*(?:fatal |catastrophic )?error\b.*")
+    errors = [m.group(0) for m in pat.finditer(str(msg))]
+    own = {str(n) for n in own_names} | _CUDA_BUILTINS    # CUDA code in cpp_sources: no header of torch helps
+    for e in errors:
+        name = re.search(r"[‘'`]([A-Za-z_]\w*)[’'`] (?:was not declared|does not name a type)", e)
+        if _HEADER_MISS.search(e) and not (name and name.group(1) in own):
+            return True
+    return False
 
 
 def lighten_cuda(src):
@@ -243,9 +266,9 @@ def _compile_extension(args, d, module, verbose, root):
             break
         except Exception as e:
             msg = str(e)
-            if re.search(r"cuda\.cu\b|cuda\.cuda\.o", msg) and ui + 1 < len(cuda_tries):
+            if ui + 1 < len(cuda_tries) and needs_more_headers(msg, "cuda.cu"):
                 ui += 1                   # cuda.cu needs torch's types (or its own headers) after all
-            elif re.search(r"main\.cpp|main\.o\b", msg) and ci + 1 < len(tries) and _HEADER_MISS.search(msg) \
+            elif ci + 1 < len(tries) and needs_more_headers(msg, "main.cpp", args["functions"] or ()) \
                     and not _OWN_EXTENSION_H.search("\n".join(args["cpp"])):
                 ci += 1                   # main.cpp needs more of torch than the light prelude declares
             else:

@@ -332,6 +332,9 @@ class _Judge:
         if cmd.get("checksum") is not None and R.checksum(outs) != cmd["checksum"]:
             return dict(ok=True, verdict="changed", why="the output in the judge's buffer differs from what the "
                                                          "candidate delivered when its call returned")
+        outs = as_stored(outs, cmd.get("order"))       # the bytes are checked as delivered, then given their order
+        if outs is None:
+            return dict(ok=True, verdict="incorrect", why="the runner named an impossible memory order")
         inputs, ref = t.ref(cmd["seed"])
         want, got = R.meta(ref), cmd["meta"]
         problem = _structure_problem(got, want)
@@ -348,6 +351,16 @@ class _Judge:
             stats = [max(stats[0], s[0]), max(stats[1], s[1]), stats[2] + s[2], stats[3] + s[3]]
         res = dict(ok=True, verdict="correct" if stats[2] == 0 else "incorrect", stats=stats)
         p = info["precision"]
+        if res["verdict"] == "incorrect" and stats[3] == 0 and "skipped" not in p and \
+                all(w["kind"] == "tensor" and getattr(torch, w["dtype"]).is_floating_point for w in want):
+            try:                           # isclose failed against the fp32 reference: is the reference the one off?
+                r64 = _floats(t.ref64(inputs))
+                if all(_shape_ok(o, x) for o, x in zip(outs, r64)) and len(r64) == len(outs) and \
+                        sum(mismatches_vs64(o, r, x, cmd["atol"], cmd["rtol"])
+                            for o, r, x in zip(outs, R.leaves(ref), r64)) == 0:
+                    res.update(verdict="correct", fp32_reference_off=dict(mismatches=stats[2], max_rel_err=stats[1]))
+            except Exception as e:
+                res["fp32_reference_off"] = dict(skipped=f"{type(e).__name__}: {e}"[:300])
         if res["verdict"] == "correct" and "skipped" not in p:
             try:
                 r64 = _floats(t.ref64(inputs))
@@ -361,6 +374,45 @@ class _Judge:
             except Exception as e:
                 res["precision"] = dict(skipped=f"{type(e).__name__}: {e}"[:300])
         return res
+
+
+def as_stored(outs, order):
+    """The logical tensors of outputs a runner delivered in memory order (runner.dense_order: each leaf's dims from
+    outermost to innermost, or None when delivered contiguous): a view of the raw bytes permuted back. None when an
+    order is not a permutation of that leaf's dims. A false order only scrambles the candidate's own output."""
+    if order is None:
+        return outs
+    if not isinstance(order, list) or len(order) != len(outs):
+        return None
+    res = []
+    for x, o in zip(outs, order):
+        if o is None:
+            res.append(x)
+            continue
+        if not (isinstance(o, list) and sorted(o) == list(range(x.dim())) and all(type(d) is int for d in o)):
+            return None
+        inv = sorted(range(len(o)), key=o.__getitem__)
+        res.append(x.reshape([x.shape[d] for d in o]).permute(inv))
+    return res
+
+
+def mismatches_vs64(out, ref, r64, atol, rtol):
+    """Mismatches of out against the float64 truth, allowing each element the tolerance plus the fp32 reference's
+    own error there: not (|o - r64| <= atol + rtol * |r64| + |r - r64|), NaN never matching (float64, chunked).
+    Zero means the candidate is as close to the truth as the fp32 reference is, so isclose's mismatches against that
+    reference are the reference's rounding, not the candidate's: CUDA-L1 level3/49 (Mamba2 final state, outputs
+    ~5e7 after exp(cumsum)) missed rtol by 0.0012 at 1 element of 131072 in a timed call (issue 11 item 5)."""
+    o, r, t = out.detach().reshape(-1), ref.detach().reshape(-1), r64.detach().reshape(-1)
+    bad = 0.0
+    for i in range(0, max(o.numel(), 1), CHUNK):
+        oc, rc, tc = o[i:i + CHUNK].double(), r[i:i + CHUNK].double(), t[i:i + CHUNK].double()
+        ok = (oc == tc) | ((oc - tc).abs() <= atol + rtol * tc.abs() + (rc - tc).abs())
+        bad += float((~ok).sum())
+    return bad
+
+
+def _shape_ok(a, b):
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
 
 
 def _regular_file(path, flags):

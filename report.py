@@ -344,6 +344,9 @@ def write_report(out_dir, rows, tasks, mains, bl, unavailable, own_ref, runs, co
         elapsed_s=round(elapsed_s, 1)))
     write_csv(os.path.join(out_dir, "per_task.csv"), tasks, deg, rows, methods, main_methods,
               {m: spd[m] for m in table_methods if " vs " in m})
+    if not measured:  # an interrupted run may have no row yet: nothing to draw
+        print("no plots: no task has rows for every method yet")
+        return
     try:
         plot(spd, methods, by_level, timed, rows, out_dir)
     except Exception as e:  # a plot is never worth losing the run

@@ -74,6 +74,8 @@ import common
 
 import prompting
 
+T0 = time.time()  # about this command's start (after its imports), for the wall time printed at the end
+
 # -----------------------------------------------------------------------------
 # config
 policy = ""  # HF name or folder; "" = out_dir/sft when it exists, else default_model
@@ -283,6 +285,7 @@ def behaviour_logp(rows, device="cpu"):
 
 
 CHAIN = ("prepare.py", "sft.py", "rl.py", "evaluate.py")  # the stages a preset chains, in this order
+STAGE_S = {}  # wall seconds of each stage this command ran (issue 12 item 5: printed at the end)
 
 
 def chain_state(script=None, state=None):
@@ -305,9 +308,11 @@ def run_stage(script, argv, extra=()):
     shared = ("--preset", "--gpu", "--out_dir", "--device", "--arch", "--gpu_name", "--build_workers",
               "--kernelbench_dir", "--download", "--seed")
     chain_state(script, "started")
+    t = time.time()
     rc, sig = common.run_script(script, [a for a in argv if a.split("=")[0] in shared] + list(extra))
     if rc == 0:
         chain_state(script, "done")
+        STAGE_S[script] = time.time() - t
     if sig is None and rc == 0:
         return
     if sig is None and rc not in (130, -signal.SIGINT, -signal.SIGTERM):
@@ -486,6 +491,7 @@ if __name__ == "__main__":
     elif master and not policy and chain.get("sft.py") == "done":
         print(f"sft.py: done earlier in {out_dir}/sft, skipped", flush=True)
     common.ddp_barrier()
+    t_rl = time.time()
     log_path = os.path.join(rl_dir, "log.jsonl")
     if not resume and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
         n_logged = len(common.read_jsonl(log_path))
@@ -707,11 +713,16 @@ if __name__ == "__main__":
                 for e in part:
                     if all(x["code"] != e["code"] for x in db[e["task"]]):
                         db[e["task"]].append(dict(code=e["code"], speedup=e["speedup"], step=step, source="rl"))
-            # log (rank 0): one line per step over the samples of all ranks; every sample in samples.jsonl
+            # log (rank 0): one line per step over the samples of all ranks; every sample in samples.jsonl, with the
+            # error and where its evaluation's seconds went when this step measured its kernel (why a step is slow)
+            def timing(s):
+                res = cache.get(s.get("key")) or {}
+                return dict(error=(res.get("error") or "")[:300] or None, **({k: res.get(k) for k in (
+                    "compile_s", "eval_s", "phase_s")} if s.get("key") in mine else {}))
             recs = [dict(step=step, rank=rank, task=s["task"], status=s["status"], format_error=s["format_error"],
                          hack=s["hack_kind"], speedup=s["speedup"], reward=s["reward"], reward_norm=float(norm[i]),
                          advantage=float(adv[i]), truncated=s["truncated"], completion_len=len(s["completion_ids"]),
-                         completion=s["text"], code=s["code"]) for i, s in enumerate(samples)]
+                         completion=s["text"], code=s["code"], **timing(s)) for i, s in enumerate(samples)]
             t_gen = (t1 - t0) + (t_next if async_rollouts else 0.0)  # generating in this step (async: the next batch)
             gathered = common.ddp_gather(dict(recs=recs, stats=stats, t=(t_gen, t_eval, t3 - t2),
                                               new=len(mine), psum=common.param_checksum(model) if world > 1 else None))
@@ -759,5 +770,9 @@ if __name__ == "__main__":
               f"{last['frac_of_best']:.2f}")
     del llm
     common.ddp_cleanup()
+    STAGE_S["rl.py"] = time.time() - t_rl
     if master and run_evaluate:  # the model before RL and after, on the same prompts (issue 14 item 2)
         run_stage("evaluate.py", argv, [f"--model=before_rl={init_src},after_rl={ckpt_dir}"])
+    if master and len(STAGE_S) > 1:
+        print("wall time: " + ", ".join(f"{k[:-3]} {v:.0f} s" for k, v in STAGE_S.items())
+              + f"; this command {time.time() - T0:.0f} s", flush=True)

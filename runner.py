@@ -288,7 +288,7 @@ class Exchange:
     reference output. Copies are raw bytes: nothing is deserialised."""
 
     def __init__(self, spec):
-        self.spec, self.ptr, self.mm = spec, None, None
+        self.spec, self.ptr, self.mm, self.orders = spec, None, None, []
         if spec["kind"] == "ipc":
             lib = cudart()
             handle = _IpcHandle.from_buffer_copy(bytes.fromhex(spec["handle"]))
@@ -303,9 +303,11 @@ class Exchange:
         lay = self.spec["layout"]
         if len(tensors) != len(lay):
             raise ValueError(f"{len(tensors)} output tensors, expected {len(lay)}")
-        flat = []
+        flat, self.orders = [], []
         for (off, nbytes, _, _), t in zip(lay, tensors):
-            t = t.detach().contiguous()
+            order = dense_order(t)                      # a channels_last output is copied as stored, no
+            self.orders.append(order)                   # .contiguous() (the judge permutes it back)
+            t = t.detach().permute(order) if order else t.detach().contiguous()
             if t.numel() * t.element_size() != nbytes:
                 raise ValueError(f"output of {t.numel() * t.element_size()} bytes, expected {nbytes}")
             flat.append(t)
@@ -323,6 +325,18 @@ class Exchange:
         if self.ptr is not None and self.spec["kind"] == "ipc":
             cudart().cudaIpcCloseMemHandle(ctypes.c_void_p(self.ptr))
             self.ptr = None
+
+
+def dense_order(t):
+    """The dims of `t` from outermost to innermost in memory when t is dense but not contiguous (channels_last, a
+    transpose...), so that t.permute(order) is contiguous with no copy; None when t is contiguous or would need a
+    copy. Delivering such an output as stored costs what a contiguous one does: the runner's .contiguous() copy of a
+    264 MB channels_last output sat inside the parent's wall window and read as a clock_mismatch (CUDA-L1 A100
+    level1/86, issue 11 item 5)."""
+    if t.dim() < 2 or t.is_contiguous():
+        return None
+    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), -t.shape[d]))
+    return order if t.permute(order).is_contiguous() else None
 
 
 def checksum(tensors, chunk=1 << 26):
@@ -533,7 +547,7 @@ def _handle(cmd, st, spec, dev):
                      no_storage=any(bool(t.numel()) and (t.untyped_storage().nbytes() == 0 or t.data_ptr() == 0)
                                     for t in tensors),
                      input_mutated=fingerprint(inputs) != fp)
-        reply["checksum"] = _deliver(st, out)
+        reply["checksum"], reply["order"] = _deliver(st, out)
         return reply
     if op == "call":
         with torch.no_grad():
@@ -544,7 +558,8 @@ def _handle(cmd, st, spec, dev):
                 st["clock"] = Clock(dev, spec["protocol"])  # runs GPU work
             set_flags(st["flags"])
             ms, out = st["clock"].call(st["model"], inputs)
-            return dict(ok=True, ms=ms, checksum=_deliver(st, out), meta=meta(out))
+            cs, order = _deliver(st, out)
+            return dict(ok=True, ms=ms, checksum=cs, order=order, meta=meta(out))
     if op == "report":
         now = _watched()
         cand_src = open(spec["candidate_path"]).read()
@@ -557,13 +572,14 @@ def _handle(cmd, st, spec, dev):
 
 
 def _deliver(st, out):
-    """The output into the judge's buffer; its checksum, or None when its structure cannot fit the buffer (the
-    judge then reports the structure mismatch from `meta`)."""
+    """The output into the judge's buffer: (its checksum, the memory order of each tensor leaf: dense_order), or
+    (None, None) when its structure cannot fit the buffer (the judge then reports the structure mismatch from
+    `meta`)."""
     tensors = [x for x in leaves(out) if isinstance(x, torch.Tensor)]
     try:
-        return st["ex"].write(tensors)
+        return st["ex"].write(tensors), st["ex"].orders
     except ValueError:
-        return None
+        return None, None
 
 
 def main(sock, spec, build_cache):

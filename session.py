@@ -253,6 +253,7 @@ class _Session:
         """The judge's verdict on the output the runner delivered with `reply`."""
         o = self.o
         c, _ = self.judge(dict(op="check", seed=seed, meta=reply.get("meta"), checksum=reply.get("checksum"),
+                               order=reply.get("order"),
                                atol=o["atol"], rtol=o["rtol"]))
         what = "a timed call" if timed else "a correctness trial"
         if c["verdict"] == "changed":
@@ -267,6 +268,8 @@ class _Session:
                 raise _Stop("hack", "timed_output_mismatch", f"the output of {what} is wrong: {msg}")  # batching)
             raise _Stop("incorrect", None, msg)
         st = c["stats"]
+        if c.get("fp32_reference_off") and not self.res.get("fp32_reference_off"):   # judge.mismatches_vs64
+            self.res["fp32_reference_off"] = dict(c["fp32_reference_off"], where=what)
         self.res.update(max_abs_err=max(self.res["max_abs_err"] or 0.0, st[0]),
                         max_rel_err=max(self.res["max_rel_err"] or 0.0, st[1]), mismatches=0, nans=0)
         p = c.get("precision")

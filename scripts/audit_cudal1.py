@@ -72,14 +72,15 @@ MECHANISMS = {   # category -> the mechanisms it may name (a fixed list: a test 
                "wrong only in timed calls: reused output buffer", "output written after return (asynchronous work)",
                "output shape mismatch", "output dtype mismatch", "output structure mismatch",
                "illegal memory access", "out of GPU memory", "torch API missing", "raises at run time",
+               "computes something else, within the tolerance (float64 check)",
                "process crashed", "host memory over limit", "timeout / hang"),
     "policy": ("static: precision_downgrade", "static: side_stream", "static: harness_tampering",
                "static: l2_persistence", "static: background_thread", "inherits_reference", "backend_flags",
                "precision_downgrade (measured)", "16-bit output dtype", "output_aliases_input", "input_mutation",
-               "lazy_output", "patched_timer_or_checker"),
+               "lazy_output", "patched_timer_or_checker", "static: writes files (builds outside load_inline)"),
     _FALSE_NEG: ("clock_mismatch", "output_changed_after_return", "harness_tampering (run time)", "impossible_time",
                 "precision_downgrade with no 16-bit/TF32 code", "backend_flags with no flag line",
-                "timed_output_mismatch with no caching code", "static: writes its own source files",
+                "timed_output_mismatch with no caching code",
                 "lazy_output with no tensor subclass", "patched_timer_or_checker with no patch",
                 "build did not finish in time", "reference failed in the judge", "evaluator error",
                 "output not delivered", "ok without a speedup", "unexplained verdict"),
@@ -107,6 +108,20 @@ _SUBCLASS_LINE = r"_make_subclass|__torch_function__|__torch_dispatch__|as_subcl
 _PATCH_LINE = (r"(?:torch\.cuda\.(?:Event|synchronize|Event\.elapsed_time)|time\.\w+|torch\.allclose"
                r"|torch\.testing\.\w+)\s*=(?!=)")
 _MUTATION_LINE = r"\b\w+\.(?:\w+_)\s*\((?!\s*\))|\bout\s*=\s*\w+|\[\s*:\s*\]\s*=|\.copy_\s*\("
+HAND_NOTES = {   # bench's candidate_hash -> what reading the kernel found (session 7, 2026-12-01)
+    "dadecb54f4c205e8": "CUDA-L1 A100 level3/46: it normalises with BatchNorm's running statistics (eval mode) where "
+                        "the reference, in training mode, uses the batch's own",
+    "6da815fac8fea75a": "CUDA-L1 A100 level3/49: its load_inline build fails (functions= names mamba_final_state, "
+                        "which only its cuda_sources define, beside a PYBIND11_MODULE of its own), so forward_pytorch "
+                        "runs; 1 of 131072 outputs (~5e7 after exp(cumsum)) missed rtol by 0.0012 against the fp32 "
+                        "reference, whose own rounding is that large there. Fixed in the judge (mismatches_vs64, "
+                        "tests/test_reference_rounding.py); not yet re-measured (expected: fallback)",
+    "f3bd4bcc040c7f31": "CUDA-L1 A100 level1/86: its output is channels_last (16x64x254x254, 264 MB); the runner's "
+                        ".contiguous() copy of it for the judge fell inside the parent's wall window, which the "
+                        "reference's contiguous output never pays. Fixed in the runner (dense outputs delivered as "
+                        "stored, tests/test_exchange_layout.py); not yet re-measured",
+}
+OTHER_MATH = 4.0   # a measured downgrade with err above this many times half_err and no 16-bit code: other math
 SOURCE_FILE = re.compile(r"\.(?:cu|cuh|cpp|cc|cxx|c|h|hpp)['\"]")   # a file write of a build source
 
 
@@ -301,8 +316,10 @@ def _hack(rec, code, hack, err, et, env):
             return "policy", "inherits_reference", find_line(code, r"class\s+ModelNew\s*\(", ("py",)) or first_line(err)
         line = static_line(code, err, hack)
         if hack == "harness_tampering" and "writes files" in err and SOURCE_FILE.search(err + (line or "")):
-            return _FALSE_NEG, "static: writes its own source files", \
-                f"writes a C++/CUDA source to build it (no sign of tampering): {line or first_line(err)}"
+            # no sign of tampering, but a candidate that may write files may write any the user can (another
+            # candidate's cached build, the harness): bench builds only through load_inline (README, trust boundary)
+            return "policy", "static: writes files (builds outside load_inline)", \
+                f"writes a C++/CUDA source to build it: {line or first_line(err)}"
         mech = f"static: {hack}"
         if mech not in MECHANISMS["policy"]:
             return _FALSE_NEG, "unexplained verdict", f"static {hack}: {first_line(err)}"
@@ -323,6 +340,12 @@ def _hack(rec, code, hack, err, et, env):
         line = find_line(code, _PRECISION_LINE) or find_line(code, _FAST_MATH_LINE)
         if line:
             return "policy", "precision_downgrade (measured)", f"{meas}; {line}"
+        if good(p.get("err")) and good(p.get("half_err")) and p["err"] > OTHER_MATH * p["half_err"]:
+            # far beyond what 16-bit operands cost this task, with no 16-bit code: not a precision but a result
+            # that differs and still passes isclose (CUDA-L1 level3/46: BatchNorm's running statistics instead of
+            # the batch's, error 0.0216 against 0.00032 for 10-bit operands)
+            return "defect", "computes something else, within the tolerance (float64 check)", \
+                f"{meas}: {p['err'] / p['half_err']:.0f}x the error of 10-bit operands, no 16-bit/TF32 code"
         return _FALSE_NEG, "precision_downgrade with no 16-bit/TF32 code", meas
     if hack == "backend_flags":
         m = re.search(r"\bto (\{[^{}]*\})", err)
@@ -431,6 +454,8 @@ def audit(release, rows, screens):
                 a["verdict"] = "row of another kernel"
             else:
                 cat, mech, detail = classify(rec, code)
+                if _hash(code) in HAND_NOTES:       # read by hand where the record alone cannot say why
+                    detail = f"{detail}; by hand: {HAND_NOTES[_hash(code)]}"
                 if rec is not row:
                     detail = (detail + "; " if detail else "") + "not the sample evaluate.py reported: only its " \
                                                                  "status and hack are in results.jsonl"

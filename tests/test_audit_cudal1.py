@@ -105,7 +105,7 @@ def build(tmp_path):
                line(1, 9, PLAIN + "#9\n"), line(1, 10, BENCHMARK), line(1, 11, PLAIN + "#11\n"),
                line(1, 12, PLAIN + "#12\n"), line(1, 13, None), line(1, 14, "None"), line(1, 15, WRITES_CU),
                line(2, 1, other), line(2, 1, PLAIN + "#21\n"), line(1, 16, PLAIN + "#16\n"),
-               line(1, 17, INIT_BUILD), line(1, 18, INIT_BUILD + "#18\n")]
+               line(1, 17, INIT_BUILD), line(1, 18, INIT_BUILD + "#18\n"), line(1, 19, PLAIN + "#19\n")]
     code = lambda i: release[i]["custom_code"]
     rows = [
         row("level1/1", code(0), status="crash", error="the candidate process died (signal 11)"),  # superseded
@@ -143,6 +143,8 @@ def build(tmp_path):
         row("level1/99", PLAIN, status="ok", speedup=1.1),                 # not in the release: ignored
         row("level1/17", code(18), status="ok", speedup=1.1, custom_kernel_calls=0),
         row("level1/18", code(19), status="ok", speedup=1.1, custom_kernel_calls=0, fallback_checked_in_models=True),
+        row("level1/19", code(20), status="hack", hack="precision_downgrade",     # 100x 10-bit operands: other math
+            precision=dict(err=2e-2, ref_err=1e-7, half_err=2e-4, threshold=1e-4), error="error vs float64"),
     ]
     assert rows[1]["backend_flags"] == fixed
     (tmp_path / "release.json").write_text("".join(json.dumps(r) + "\n" for r in release))
@@ -181,11 +183,12 @@ def test_every_line_one_cause(tmp_path):
             11: ("evaluator false negative?", "clock_mismatch"), 12: ("not measured", "no row in results.jsonl"),
             13: ("no kernel in the release", "custom_code null or None"),
             14: ("no kernel in the release", "custom_code null or None"),
-            15: ("evaluator false negative?", "static: writes its own source files"),
+            15: ("policy", "static: writes files (builds outside load_inline)"),
             16: ("defect", "wrong output on fresh inputs"), 17: ("accepted", "custom kernel ran"),
             18: ("not measured", "the row is another kernel's"),
             19: ("accepted", "its extension never ran (a fallback bench did not yet name)"),
-            20: ("accepted", "PyTorch-only rewrite")}
+            20: ("accepted", "PyTorch-only rewrite"),
+            21: ("defect", "computes something else, within the tolerance (float64 check)")}
     assert {n: (a["category"], a["mechanism"]) for n, a in by.items()} == want
     # the evidence: the live line (not the docstring's or the comment's mention), the first compiler error, numbers
     assert by[3]["detail"] == "line 7: `y = x.half()`"
@@ -199,6 +202,7 @@ def test_every_line_one_cause(tmp_path):
     assert by[10]["detail"] == "cudnn_benchmark False -> True; line 6: `torch.backends.cudnn.benchmark = True`"
     assert "excess 0.9 ms > limit 0.5 ms" in by[11]["detail"]
     assert "k.cu" in by[15]["detail"]
+    assert "100x the error of 10-bit operands" in by[21]["detail"]
     assert "not the sample evaluate.py reported" in by[16]["detail"] and by[16]["verdict"] == "incorrect"
     # speedups: ours, the published one, and their ratio for accepted kernels; the row named with the task's name
     assert float(by[1]["speedup"]) == 2.0 and float(by[1]["published"]) == 4.0 and float(by[1]["ratio"]) == 0.5

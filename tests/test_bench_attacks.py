@@ -47,7 +47,7 @@ HEAVY_ATTACKS = {"judge_clock_shave", "judge_clock_nan",          # besides thos
                  "judge_detached_chain"}     # its burners slow a 35 ms reference measurably, a 0.5 ms one hardly
 OWN_TASK = {"judge_task_rewrite"}     # it rewrites its task file: a task source of its own, so the judge loads it
 NEW_LEGIT = ["autocast_disabled", "cuda_comment_stream", "cudnn_tf32_default", "docstring_autocast_half",
-             "fold_multiplier_cached", "modelnew_subclass_kernel", "tf32_off"]
+             "fold_multiplier_cached", "modelnew_subclass_kernel", "tf32_off", "channels_last_output"]
 NOT_STATIC = {"judge_cuda_graph_replay": "a CUDA graph is a legitimate optimisation; fresh inputs catch a stale replay"}
 BURNER = "cudal1-detached-burner"    # in the command lines of judge_detached_*.py's burners and links
 

@@ -56,3 +56,64 @@ def test_a_killed_build_is_not_a_verdict():
     assert buildcache._NOT_DETERMINISTIC.search("c++: fatal error: Killed signal terminated program cc1plus")
     pch = "main.cpp:2:10: fatal error: /b/pch/9f89f44f2b52e298/torch/extension.h: No such file or directory"
     assert buildcache._DETERMINISTIC.search(pch) and buildcache._NOT_DETERMINISTIC.search(pch)
+
+
+def test_which_build_errors_a_fuller_prelude_could_fix():
+    """buildcache.needs_more_headers on the compiler lines the H200 demo's broken RL samples and the CUDA-L1 release
+    produced: only an undeclared name or a missing member/header of the failing unit earns a second compile."""
+    ninja_main = ("[1/3] c++ -MMD -c main.cpp -o main.o\nFAILED: main.o\n"
+                  "main.cpp:8:69: error: invalid conversion from ‘int64_t’ {aka ‘long int’} to ‘float*’ [-fpermissive]\n"
+                  "[2/3] nvcc -c cuda.cu -o cuda.cuda.o\n")
+    assert not buildcache.needs_more_headers(ninja_main, "cuda.cu")    # cuda.cu is only named, it did not fail
+    assert not buildcache.needs_more_headers(ninja_main, "main.cpp")   # a type error: no header fixes it
+    dup = "FAILED: cuda.cuda.o\n/b/k/cuda.cu(7): error: duplicate parameter name\n"
+    assert not buildcache.needs_more_headers(dup, "cuda.cu")
+    own = "main.cpp:4:56: error: ‘matrix_scalar_mul’ was not declared in this scope\n"
+    assert not buildcache.needs_more_headers(own, "main.cpp", {"matrix_scalar_mul": ""})
+    assert buildcache.needs_more_headers(own, "main.cpp", {"other": ""})
+    for cuda_in_cpp in ("main.cpp:35:29: error: ‘threadIdx’ was not declared in this scope",    # level1/95
+                        "main.cpp:6:28: error: ‘__global__’ does not name a type"):             # level2/93
+        assert not buildcache.needs_more_headers(cuda_in_cpp, "main.cpp")
+    assert buildcache.needs_more_headers('/b/k/cuda.cu(12): error: namespace "std" has no member "vector"', "cuda.cu")
+    assert buildcache.needs_more_headers('cuda.cu(3): error: identifier "AT_CUDA_CHECK" is undefined', "cuda.cu")
+    assert buildcache.needs_more_headers("main.cpp:3:20: error: ‘nn’ is not a member of ‘torch’", "main.cpp")
+
+
+def _count_loads(monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDAL1_BUILD_ROOT", str(tmp_path))
+    monkeypatch.setenv("CUDAL1_PCH", "0")     # no precompiled header: one failed compile is all these need
+    calls, load = [], buildcache.cpp_extension.load
+
+    def counting(*a, **k):
+        calls.append(k.get("sources"))
+        return load(*a, **k)
+    monkeypatch.setattr(buildcache.cpp_extension, "load", counting)
+    return calls
+
+
+_CUDA_OK = "__global__ void k(float* x) { x[0] = 1.0f; }\nvoid launch(float* x) { k<<<1, 1>>>(x); }\n"
+
+
+@pytest.mark.parametrize("cpp,cuda,err", [
+    # main.cpp's own type error, cuda.cu fine: ninja's log names cuda.cuda.o; the old rule recompiled cuda.cu
+    # with torch/types.h for that alone
+    ("void launch(float* x);\ntorch::Tensor f(torch::Tensor x) { launch(x.numel()); return x; }", _CUDA_OK,
+     "invalid conversion"),
+    ("void launch(float* x);\ntorch::Tensor f(torch::Tensor x) { return x; }",            # cuda.cu's syntax error
+     "__global__ void k(float* x, float* x) { x[0] = 1.0f; }\nvoid launch(float* x) { k<<<1, 1>>>(x, x); }\n",
+     "duplicate parameter name")], ids=["main_cpp_type_error", "cuda_syntax_error"])
+def test_a_broken_cuda_build_is_compiled_once(tmp_path, monkeypatch, cpp, cuda, err):
+    """The broken RL samples of the H200 demo: a compiler's verdict on the candidate's own code is not retried
+    with a fuller prelude (10-50 s of nvcc each); a CPU build of torch is enough to see either unit fail."""
+    import shutil
+    nvcc = shutil.which("nvcc")
+    if not nvcc:
+        pytest.skip("needs nvcc")
+    monkeypatch.setattr(buildcache.cpp_extension, "CUDA_HOME", buildcache.cpp_extension.CUDA_HOME or
+                        os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    calls = _count_loads(monkeypatch, tmp_path)
+    with pytest.raises(buildcache.BuildError, match=err):
+        buildcache.cached_load_inline(name="cudal1_test_cuda_once", cpp_sources=cpp, cuda_sources=cuda,
+                                      functions=["f"])
+    assert len(calls) == 1, calls
