@@ -577,3 +577,19 @@ def test_steps_per_hour_script(tmp_path):
     assert p.returncode == 0, p.stderr
     # (60 + 30 + 30) / 3 = 40 s/step -> 90 steps/hour; without step 0: 30 s/step -> 120 steps/hour
     assert "world_size 2, 3 steps, 40.0 s/step, 90 steps/hour; without step 0: 30.0 s/step, 120 steps/hour" in p.stdout
+
+
+def test_step_summary_by_hand():
+    """rl_log.step_summary: the numbers of one log line from four sample records, computed by hand."""
+    import rl_log
+    rec = lambda task, status, sp, reward, n, tr: dict(task=task, status=status, speedup=sp, reward=reward,
+                                                        completion_len=n, truncated=tr)
+    recs = [rec("a", "ok", 3.0, 3.0, 10, False), rec("a", "incorrect", None, 0.0, 20, False),
+            rec("b", "ok", 1.0, 1.0, 30, True), rec("b", "format_error", None, 0.0, 40, False)]
+    h = rl_log.step_summary(7, recs, {"a": 2.0, "b": 1.0}, dict(loss=0.5))
+    assert h["step"] == 7 and h["loss"] == 0.5
+    assert h["reward"] == 1.0 and h["speedup_all"] == 1.0            # (3 + 0 + 1 + 0) / 4; (3 + 1) / 4
+    assert (h["speedup_mean"], h["speedup_median"], h["speedup_max"]) == (2.0, 3.0, 3.0)   # of [1, 3]
+    assert h["frac_of_best"] == (3 / 2 + 0 + 1 / 1 + 0) / 4
+    assert (h["ok"], h["incorrect"], h["format_error"], h["crash"]) == (0.5, 0.25, 0.25, 0.0)
+    assert h["completion_len"] == 25.0 and h["truncated"] == 0.25
