@@ -44,8 +44,11 @@ C)  # issue 12: throughput, repeatability, timing table; issue 11: the precision
     ;;
 D)  # issue 14 + issue 12 item 5: the main command on one GPU (wall time); issue 13 item 5 (rl_scale printed nothing
     # in 225 s in session 3: give it a call of its own, 1.5B first)
-    /usr/bin/time -v timeout -k 5 560 python rl.py --preset=demo > $OUT/r/demo.log 2>&1
-    tar czf $OUT/r/demo.tgz out/tiny/rl/log.jsonl out/tiny/rl/curves.png out/tiny/rl/samples* out/tiny/eval/summary.md
+    # each output line stamped with the wall clock (the stage times rl.py prints are the figure; these locate them)
+    /usr/bin/time -v timeout -k 5 575 python rl.py --preset=demo 2>&1 | \
+        while IFS= read -r l; do printf '%(%T)T %s\n' -1 "$l"; done > $OUT/r/demo.log
+    tar czf $OUT/r/demo.tgz out/tiny/rl/log.jsonl out/tiny/rl/curves.png out/tiny/rl/samples* out/tiny/eval/summary.md \
+        out/tiny/eval/results.jsonl out/tiny/seed.jsonl
     ;;
 E)  timeout -k 10 540 python scripts/rl_scale.py --models=1.5b,0.5b --out=$OUT/r/rl_scale.jsonl > $OUT/r/rl_scale.log 2>&1
     ;;
