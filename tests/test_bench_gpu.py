@@ -187,6 +187,7 @@ def hack_results(build_root):
         out.update(zip([n for n, _ in items], res))
     for n, r in sorted(out.items()):
         print(f"HACK {n:<22} {bench.result_summary(r)}")
+        print(f"CLOCK {n:<21} {json.dumps(r.get('clock'))}")      # the parent's clock check, both draws
     return out
 
 
@@ -229,6 +230,7 @@ def legit_results(build_root):
                                                                **SUITE_KW)))
     for n, r in sorted(res.items()):
         print(f"LEGIT {n:<22} {bench.result_summary(r)} custom_kernel_calls={r['custom_kernel_calls']}")
+        print(f"CLOCK {n:<21} {json.dumps(r.get('clock'))}")
     return res
 
 

@@ -12,13 +12,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bench  # noqa: E402
 
 
-def verdict(device, cand, ref, protocol="strict"):
-    """The record verdict() writes for one candidate set and one reference set of (claimed ms, clock ms) calls."""
+def verdict(device, cand, ref, protocol="strict", first=None):
+    """The record verdict() writes for one candidate set and one reference set of (claimed ms, clock ms) calls;
+    `first` = (cand, ref) of a first draw that measure() measured again."""
     s = object.__new__(bench._Session)
     s.o, s.res, s.info, s.hacks = dict(device=device, protocol=protocol), {}, {}, []
     s.clock_kind = "cpu" if device == "cpu" else "wall"
     s.cand_sets = [[(0, m, w / 1e3) for m, w in cand]]
     s.ref_sets = [[(0, m, w / 1e3) for m, w in ref]]
+    s.pool = None if first is None else ([[(0, m, w / 1e3) for m, w in first[0]]],
+                                         [[(0, m, w / 1e3) for m, w in first[1]]])
     s.verdict()
     return s.res, [h for h, _ in s.hacks]
 
@@ -74,11 +77,31 @@ def test_gpu_claims_are_not_floored_and_least_overheads_count():
     assert hacks == ["clock_mismatch"] and res["clock"]["excess_ms"] == pytest.approx(2.5)
 
 
+def test_gpu_second_draw_pools_both_draws_calls():
+    # judge_clock_shave on a 2.7 ms GEMM: claims 1.95 ms of a real 2.73 ms, 0.2 ms of honest overhead per call.
+    # First draw: candidate 1.95 claimed / 3.08 ms on the clock (0.2 + 0.78 shaved + 0.1 load), reference 2.73 /
+    # 2.93: excess 0.88 ms. Second draw with the reference's phase loaded (+0.4 ms on its every call): alone,
+    # excess (3.03 - 1.95) - (3.33 - 2.73) = 1.08 - 0.60 = 0.48 ms < the 0.5 ms limit, so it passed; pooled with
+    # the first draw's reference (least overhead 0.2 ms) it reads 1.08 - 0.2 = 0.88 ms: named.
+    cand1, ref1 = [(1.95, 3.08)] * 5, [(2.73, 2.93)] * 5
+    cand2, ref2 = [(1.95, 3.03)] * 5, [(2.73, 3.33)] * 5
+    res, hacks = verdict("cuda", cand2, ref2)
+    assert hacks == [] and res["clock"]["excess_ms"] == pytest.approx(0.48)    # the second draw alone: passes
+    res, hacks = verdict("cuda", cand2, ref2, first=(cand1, ref1))
+    assert hacks == ["clock_mismatch"] and res["clock"]["excess_ms"] == pytest.approx(0.88)
+    assert res["clock"]["overhead_ms"] == pytest.approx(0.2) and res["cand_ms"] == pytest.approx(1.95)
+    # an honest GEMM whose first draw ran beside builds (+0.78 ms per candidate call), the second calm: the
+    # candidate's least overhead of both draws is its own 0.2 ms, excess 0
+    res, hacks = verdict("cuda", [(2.73, 2.93)] * 5, [(2.73, 2.93)] * 5, first=([(2.73, 3.71)] * 5, ref1))
+    assert hacks == [] and res["clock"]["excess_ms"] == pytest.approx(0.0)
+
+
 def measured(attempts, hacks_before=(), clock_kind="wall"):
     """_Session.measure() over scripted attempts: each (excess ms, limit ms) is what one measurement's verdict finds
     (a clock_mismatch when excess > limit). Returns the final hacks, the clock record and the restarts made."""
     s = object.__new__(bench._Session)
     s.res, s.hacks, calls = {}, list(hacks_before), dict(restart=0, verdict=0)
+    s.cand_sets = s.ref_sets = s.pool = None
     s.clock_kind = clock_kind
     script = iter(attempts)
 
