@@ -237,6 +237,10 @@ class _Zygote:
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         b.close()
+        split = runner.core_split("cuda")               # its forks (and its threads) off the timing cores, whichever
+        if split:                                       # thread of ours started it (runner.core_split)
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(self.proc.pid, split[1])
         self.ctrl, self.lock = a, threading.Lock()
         self.ctrl.settimeout(300)
         try:
@@ -382,7 +386,9 @@ class _Judge:
 
     def __init__(self, device, gpu, build_root):
         self.tmp = tempfile.mkdtemp(prefix="cudal1_judge_")
-        self.w = Worker("judge", dict(device=device), scrubbed_env(self.tmp, build_root, gpu=gpu), self.tmp)
+        split = runner.core_split(device)
+        self.w = Worker("judge", dict(device=device, cpus=split and split[0]), scrubbed_env(self.tmp, build_root,
+                                                                                           gpu=gpu), self.tmp)
         self.lock = threading.Lock()
 
     def ask(self, cmd, timeout=900.0):

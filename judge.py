@@ -465,7 +465,8 @@ def main(sock, spec):
     """Entry point of a forked judge: one reply per command (setup | exchange | check | exit)."""
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(1)
-    dev = torch.device(spec["device"])
+    R.pin(spec.get("cpus"))                              # the timing cores (runner.core_split): it works under
+    dev = torch.device(spec["device"])                   # the GPU's lock, beside the timed runner
     with contextlib.suppress(Exception):                 # no other process of this user may read our memory
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)           # PR_SET_DUMPABLE 0
     j = _Judge(dev)

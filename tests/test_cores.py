@@ -1,0 +1,71 @@
+"""runner.core_split / pin and their use (session 8): on a GPU box the timed side (the runner under the GPU's lock,
+the judge, the parent's timing thread) runs on cores of its own, builds and other runners' imports on the rest.
+Real affinity syscalls and a real forked runner; the split itself from a faked core list."""
+import os
+import sys
+import threading
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import forkserver  # noqa: E402
+import runner  # noqa: E402
+import session  # noqa: E402
+
+CPUS = sorted(os.sched_getaffinity(0))
+
+
+def split_for(monkeypatch, cores, pin_env=None, device="cuda"):
+    monkeypatch.setattr(runner, "_SPLIT", [])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(cores))
+    if pin_env is None:
+        monkeypatch.delenv("CUDAL1_PIN", raising=False)
+    else:
+        monkeypatch.setenv("CUDAL1_PIN", pin_env)
+    return runner.core_split(device)
+
+
+def test_split_keeps_the_last_two_cores_for_timing(monkeypatch):
+    assert split_for(monkeypatch, range(16)) == ([14, 15], list(range(14)))
+    assert split_for(monkeypatch, [3, 5, 7, 9, 11, 13, 15, 17]) == ([15, 17], [3, 5, 7, 9, 11, 13])
+
+
+def test_no_split_on_small_boxes_on_the_cpu_device_or_when_turned_off(monkeypatch):
+    assert split_for(monkeypatch, range(7)) is None                     # below PIN_MIN_CORES
+    assert split_for(monkeypatch, range(16), device="cpu") is None      # CPU timing is CPU time, not wall
+    assert split_for(monkeypatch, range(16), pin_env="0") is None
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two usable cores")
+def test_pinned_moves_only_this_thread_and_restores_it():
+    seen = {}
+
+    def work():
+        before = os.sched_getaffinity(0)
+        with session._pinned(([CPUS[-1]], CPUS[:-1])):
+            seen["inside"] = os.sched_getaffinity(0)
+            seen["main"] = os.sched_getaffinity(os.getpid())              # the main thread is not moved
+        seen["after"], seen["before"] = os.sched_getaffinity(0), before
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert seen["inside"] == {CPUS[-1]} and seen["main"] == set(CPUS) and seen["after"] == seen["before"]
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two usable cores")
+def test_a_forked_runner_starts_on_the_build_cores_and_times_on_the_timing_cores(tmp_path):
+    task, cand = tmp_path / "task.py", tmp_path / "candidate.py"
+    task.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x + 1\n"
+                    "def get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n")
+    cand.write_text("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + 1\n")
+    spec = dict(device="cpu", protocol="strict", task_path=str(task), candidate_path=str(cand), flags_override=None,
+                nice=0, cpus=dict(start=[CPUS[0]], timed=[CPUS[-1]]))
+    w = forkserver.Worker("runner", spec, forkserver.scrubbed_env(str(tmp_path)), str(tmp_path))
+    try:
+        assert os.sched_getaffinity(w.pid) == {CPUS[0]}
+        r, _ = w.ask(dict(op="import"), 120)
+        assert r["ok"] and os.sched_getaffinity(w.pid) == {CPUS[0]}
+        r, _ = w.ask(dict(op="models"), 120)
+        assert r["ok"] and os.sched_getaffinity(w.pid) == {CPUS[-1]}
+    finally:
+        w.kill()
