@@ -69,3 +69,20 @@ def test_a_forked_runner_starts_on_the_build_cores_and_times_on_the_timing_cores
         assert r["ok"] and os.sched_getaffinity(w.pid) == {CPUS[-1]}
     finally:
         w.kill()
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two usable cores")
+def test_an_evaluation_with_a_core_split_runs_whole(monkeypatch, tmp_path):
+    # the GPU-only path (core_split gives a split only for CUDA on 8+ cores) forced on the CPU device: the runner's
+    # spec, the judge's spec and the parent's pinned timing thread, through a real evaluation
+    import bench
+    seen = []
+    monkeypatch.setattr(runner, "core_split", lambda device: seen.append(device) or ([CPUS[-1]], CPUS[:-1]))
+    task = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+            "def get_inputs():\n    return [torch.randn(256)]\ndef get_init_inputs():\n    return []\n")
+    cand = task.replace("class Model(", "class ModelNew(")
+    before = os.sched_getaffinity(0)
+    r = bench.evaluate(task, cand, device="cpu", num_correct_trials=2, time_budget_s=0.1,
+                       build_root=str(tmp_path / "build"))
+    assert r["status"] == "ok" and r["correct"], bench.result_summary(r)
+    assert seen and os.sched_getaffinity(0) == before          # this thread is back where it was
