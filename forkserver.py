@@ -386,7 +386,7 @@ class _Judge:
 
     def __init__(self, device, gpu, build_root):
         self.tmp = tempfile.mkdtemp(prefix="cudal1_judge_")
-        split = runner.core_split(device)
+        split = runner.core_split(device, gpu)
         self.w = Worker("judge", dict(device=device, cpus=split and split[0]), scrubbed_env(self.tmp, build_root,
                                                                                            gpu=gpu), self.tmp)
         self.lock = threading.Lock()

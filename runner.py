@@ -235,24 +235,31 @@ def aliases(t, inputs):
 
 # ------------------------------------------------------------------------------------------------ cores
 
-TIMING_CORES = 2          # on a GPU box with at least PIN_MIN_CORES usable cores, this many are kept for the timed
-PIN_MIN_CORES = 8         # side (the runner holding the GPU's lock, the judge, the parent's timing thread)
-_SPLIT = []
+TIMING_CORES = 2          # per GPU, on a box with at least PIN_MIN_CORES usable cores (and 4x the reserved ones),
+PIN_MIN_CORES = 8         # kept for the timed side (the runner holding that GPU's lock, the judge, the parent's
+_SPLIT = []               # timing thread)
 
 
-def core_split(device):
-    """(timing cores, build cores) of this process's usable cores, or None: on a CUDA device with >= PIN_MIN_CORES
-    cores, the last TIMING_CORES for whatever runs under the GPU's lock and the rest for builds and the other runners'
-    imports. Why: the parent's clock check reads the fixed overhead of each call by wall time, and on the H200 14
-    nvcc builds beside the timed runner moved an honest kernel's least overhead by 1.9 ms and a reference's by
-    0.3 ms (docstring_autocast_half named clock_mismatch; judge_clock_shave's 0.76 ms shave read 0.49 ms, under its
-    0.5 ms limit: results/bench/2026-12-01_s8/call3_gpu_suite.log). CUDAL1_PIN=0 turns it off. Computed once per
-    process, from the main thread's affinity (threads pinned later do not change it)."""
+def core_split(device, gpu=None):
+    """(timing cores of `gpu`'s slot, build cores) of this process's usable cores, or None. On a CUDA device with
+    >= max(PIN_MIN_CORES, 4 x TIMING_CORES x GPUs) cores, the last TIMING_CORES x GPUs are reserved, TIMING_CORES
+    per GPU (slot = the CUDA_VISIBLE_DEVICES id `gpu`, counted from the end), for whatever runs under that GPU's lock;
+    the rest are for builds and the other runners' imports. Why: the parent's clock check reads the fixed overhead
+    of each call by wall time, and on the H200 14 nvcc builds beside the timed runner moved an honest kernel's least
+    overhead by 1.9 ms and a reference's by 0.3 ms (docstring_autocast_half named clock_mismatch; judge_clock_shave's
+    0.76 ms shave read 0.49 ms, under its 0.5 ms limit: results/bench/2026-12-01_s8/call3_gpu_suite.log).
+    CUDAL1_PIN=0 turns it off. Computed once per process, from the main thread's affinity."""
     if not _SPLIT:
         cpus = sorted(os.sched_getaffinity(os.getpid())) if hasattr(os, "sched_getaffinity") else []
-        ok = len(cpus) >= PIN_MIN_CORES and os.environ.get("CUDAL1_PIN", "1") != "0"
-        _SPLIT.append((cpus[-TIMING_CORES:], cpus[:-TIMING_CORES]) if ok else None)
-    return _SPLIT[0] if str(device).startswith("cuda") else None
+        n = max(1, torch.cuda.device_count()) if torch.cuda.is_available() else 1
+        ok = len(cpus) >= max(PIN_MIN_CORES, 4 * TIMING_CORES * n) and os.environ.get("CUDAL1_PIN", "1") != "0"
+        _SPLIT.append((cpus, n) if ok else None)
+    if not _SPLIT[0] or not str(device).startswith("cuda"):
+        return None
+    cpus, n = _SPLIT[0]
+    slot = (int(gpu) if str(gpu).isdigit() else 0) % n
+    end = len(cpus) - TIMING_CORES * slot
+    return cpus[end - TIMING_CORES:end], cpus[:len(cpus) - TIMING_CORES * n]
 
 
 def pin(cpus):

@@ -180,7 +180,7 @@ class _Session:
         for path, text in zip(paths, (self.task_src, cand_src)):
             with open(path, "w") as f:
                 f.write(text or "")
-        split = runner.core_split(self.o["device"])       # imports and builds on the build cores, the timed
+        split = runner.core_split(self.o["device"], self.gpu)   # imports and builds on the build cores, the timed
         spec = dict(device=self.o["device"], protocol=self.o["protocol"], task_path=paths[0], candidate_path=paths[1],
                     flags_override=flags_override, nice=nice,   # part on the timing cores
                     cpus=split and dict(start=split[1], timed=split[0]))
@@ -501,7 +501,7 @@ class _Session:
                 res["status"] = "ok"
                 return
             t0 = time.perf_counter()
-            with self.lock, _pinned(runner.core_split(o["device"])):   # this thread's clock beside the runner
+            with self.lock, _pinned(runner.core_split(o["device"], self.gpu)):   # this thread beside the runner
                 res["phase_s"]["wait"] = round(time.perf_counter() - t0, 3)
                 self.deadline += time.perf_counter() - t0      # waiting for the GPU is not the candidate's time
                 self.mark = time.perf_counter()

@@ -15,19 +15,29 @@ import session  # noqa: E402
 CPUS = sorted(os.sched_getaffinity(0))
 
 
-def split_for(monkeypatch, cores, pin_env=None, device="cuda"):
+def split_for(monkeypatch, cores, pin_env=None, device="cuda", gpus=0, gpu=None):
     monkeypatch.setattr(runner, "_SPLIT", [])
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(cores))
+    monkeypatch.setattr(runner.torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(runner.torch.cuda, "device_count", lambda: gpus)
     if pin_env is None:
         monkeypatch.delenv("CUDAL1_PIN", raising=False)
     else:
         monkeypatch.setenv("CUDAL1_PIN", pin_env)
-    return runner.core_split(device)
+    return runner.core_split(device, gpu)
 
 
 def test_split_keeps_the_last_two_cores_for_timing(monkeypatch):
     assert split_for(monkeypatch, range(16)) == ([14, 15], list(range(14)))
     assert split_for(monkeypatch, [3, 5, 7, 9, 11, 13, 15, 17]) == ([15, 17], [3, 5, 7, 9, 11, 13])
+
+
+def test_each_gpu_gets_its_own_timing_cores(monkeypatch):
+    # two GPUs on 16 cores: GPU "0" the last two, GPU "1" the two before, builds the first 12
+    assert split_for(monkeypatch, range(16), gpus=2, gpu="0") == ([14, 15], list(range(12)))
+    assert split_for(monkeypatch, range(16), gpus=2, gpu="1") == ([12, 13], list(range(12)))
+    assert split_for(monkeypatch, range(16), gpus=2, gpu=None) == ([14, 15], list(range(12)))   # the default GPU
+    assert split_for(monkeypatch, range(8), gpus=2) is None                  # 4 x 2 x 2 = 16 cores needed
 
 
 def test_no_split_on_small_boxes_on_the_cpu_device_or_when_turned_off(monkeypatch):
@@ -77,7 +87,7 @@ def test_an_evaluation_with_a_core_split_runs_whole(monkeypatch, tmp_path):
     # spec, the judge's spec and the parent's pinned timing thread, through a real evaluation
     import bench
     seen = []
-    monkeypatch.setattr(runner, "core_split", lambda device: seen.append(device) or ([CPUS[-1]], CPUS[:-1]))
+    monkeypatch.setattr(runner, "core_split", lambda device, gpu=None: seen.append(device) or ([CPUS[-1]], CPUS[:-1]))
     task = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
             "def get_inputs():\n    return [torch.randn(256)]\ndef get_init_inputs():\n    return []\n")
     cand = task.replace("class Model(", "class ModelNew(")
