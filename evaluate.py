@@ -313,8 +313,6 @@ if __name__ == "__main__":
     res_path = os.path.join(out_dir, "results.jsonl")
     rows = read_results(res_path)  # every (task, method) row already measured is kept and not measured again
     runs_path = os.path.join(out_dir, "runs.jsonl")
-    if not summarize_only:
-        common.append_jsonl(runs_path, this_run())
 
     # ---- the task set: prepare.py's file or KernelBench; without either, the references inside the kernels file
     if not kernels and not kernelbench_dir and not os.path.exists(tasks_file):  # baselines or a model: the default set
@@ -344,7 +342,9 @@ if __name__ == "__main__":
         tasks = [t for t in tasks if t["level"] in lv]
         if split != "all":
             if any(t.get("split") is None for t in tasks):
-                sys.exit("error: --split needs a tasks_file with a split field (prepare.py writes one)")
+                why = "has no split field" if os.path.exists(tasks_file) else "does not exist"
+                sys.exit(f"error: --split={split} needs the split that prepare.py writes into {tasks_file}, which "
+                         f"{why}; give the --out_dir (or --preset) of a prepared run, or --split=all")
             tasks = [t for t in tasks if t["split"] == split]
     if not tasks:
         sys.exit(f"error: no tasks left after the selection (levels={levels!r}, split={split!r}, "
@@ -369,6 +369,8 @@ if __name__ == "__main__":
             print(f"warning: {res_path} holds {m} results of {sorted(other)}, not of {src}; reporting them as they are")
         elif other:
             sys.exit(f"error: {res_path} holds {m} results of {sorted(other)}, not of {src}; use another --eval_dir")
+    if not summarize_only:       # only a run that measures is recorded (not one stopped by its own arguments)
+        common.append_jsonl(runs_path, this_run())
     print(f"{len(tasks)} tasks from {task_source}, " + (", ".join(f"{m} from {s}" for m, s in mains) or "no kernels")
           + f", baselines {bl}, device {device}, protocol {protocol}; {len({t for t, _ in rows})} tasks have rows in "
           f"{res_path}")

@@ -714,3 +714,20 @@ def test_all_baselines_gpu(tmp_path):
     assert rows["cudnn_benchmark"]["flags_override"] == {"cudnn_benchmark": True}
     assert _fx_files(cache) and "Measured 1 of 1 selected tasks." in p.stdout
     assert "NVIDIA" in open(f"{out}/summary.md").read()  # the GPU named with the versions
+
+
+def test_split_without_a_prepared_task_file_says_which_file(monkeypatch, capsys, tmp_path):
+    # a newcomer's `--model=... --split=eval` on a demo's output without its --out_dir: KernelBench's tasks have no
+    # split, and the file that would have one does not exist; nothing is recorded as a run
+    out = tmp_path / "o"
+    kb = tmp_path / "kb" / "level1"
+    kb.mkdir(parents=True)
+    (kb / "1_X.py").write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                               "        return x\ndef get_inputs():\n    return [torch.ones(2)]\n"
+                               "def get_init_inputs():\n    return []\n")
+    with pytest.raises(SystemExit) as e:
+        _run(monkeypatch, capsys, FakeBench(), f"--out_dir={out}", f"--kernelbench_dir={tmp_path / 'kb'}",
+             "--split=eval", "--baselines=eager", "--device=cpu", code=-1)
+    msg = str(e.value.code)
+    assert f"{out}/tasks.jsonl, which does not exist" in msg and "--split=all" in msg, msg
+    assert not (out / "eval" / "runs.jsonl").exists()
