@@ -13,7 +13,7 @@ too (a "failed" marker: the same sources fail at once the next time); a build th
 remembered (BUILD_FAILURES: the "fallback" hack). Calls into extension functions are counted
 (EXT_CALLS: custom_kernel_calls). Everything here runs in the candidate's process: bench.py trusts none of it.
 """
-import contextlib, fcntl, hashlib, importlib.util, json, os, re, shlex, subprocess, tempfile, types
+import contextlib, fcntl, hashlib, importlib.util, json, os, re, shlex, subprocess, sys, tempfile, types
 
 import torch
 from torch.utils import cpp_extension
@@ -321,13 +321,21 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(d, "lock"))
         try:
-            return _compile_extension(args, d, module, verbose, root)
+            with _on_build_cores():
+                return _compile_extension(args, d, module, verbose, root)
         except Exception as e:
             msg = truncate(f"Error building extension '{name}': {first_error(e)}")
             if _DETERMINISTIC.search(str(e)) and not _NOT_DETERMINISTIC.search(str(e)):
                 _write_json(os.path.join(d, "failed"), dict(error=msg))
             BUILD_FAILURES.append(msg)
             raise BuildError(msg) from None
+
+
+def _on_build_cores():
+    """A runner's build on its build cores (runner.BUILD_CPUS: off the timing cores), also when it happens under the
+    GPU's lock after `models` moved the runner to the timing cores: nvcc and ninja inherit the affinity."""
+    r = sys.modules.get("runner")
+    return r.pinned(r.BUILD_CPUS) if r is not None and getattr(r, "BUILD_CPUS", None) else contextlib.nullcontext()
 
 
 # A compiler's or linker's verdict on these exact sources, flags and toolchain (the key) is final, so it is kept

@@ -239,7 +239,7 @@ class _Zygote:
         b.close()
         split = runner.core_split("cuda")               # its forks (and its threads) off the timing cores, whichever
         if split:                                       # thread of ours started it (runner.core_split)
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, ValueError):
                 os.sched_setaffinity(self.proc.pid, split[1])
         self.ctrl, self.lock = a, threading.Lock()
         self.ctrl.settimeout(300)

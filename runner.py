@@ -238,34 +238,65 @@ def aliases(t, inputs):
 TIMING_CORES = 2          # per GPU, on a box with at least PIN_MIN_CORES usable cores (and 4x the reserved ones),
 PIN_MIN_CORES = 8         # kept for the timed side (the runner holding that GPU's lock, the judge, the parent's
 _SPLIT = []               # timing thread)
+BUILD_CPUS = []           # in a runner: the cores its builds run on (runner.main; buildcache.cached_load_inline)
+
+
+def _physical_gpus():
+    """The machine's NVIDIA GPUs, counted without initialising CUDA in this process: the driver's /proc folders,
+    else torch's count (NVML-based where it can be)."""
+    with contextlib.suppress(OSError):
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
+    return torch.cuda.device_count()
 
 
 def core_split(device, gpu=None):
-    """(timing cores of `gpu`'s slot, build cores) of this process's usable cores, or None. On a CUDA device with
-    >= max(PIN_MIN_CORES, 4 x TIMING_CORES x GPUs) cores, the last TIMING_CORES x GPUs are reserved, TIMING_CORES
-    per GPU (slot = the CUDA_VISIBLE_DEVICES id `gpu`, counted from the end), for whatever runs under that GPU's lock;
-    the rest are for builds and the other runners' imports. Why: the parent's clock check reads the fixed overhead
-    of each call by wall time, and on the H200 14 nvcc builds beside the timed runner moved an honest kernel's least
-    overhead by 1.9 ms and a reference's by 0.3 ms (docstring_autocast_half named clock_mismatch; judge_clock_shave's
-    0.76 ms shave read 0.49 ms, under its 0.5 ms limit: results/bench/2026-12-01_s8/call3_gpu_suite.log).
-    CUDAL1_PIN=0 turns it off. Computed once per process, from the main thread's affinity."""
+    """(timing cores of `gpu`, build cores) of this process's usable cores, or None (no split: pin nothing).
+
+    On a CUDA device of a machine with n GPUs and >= max(PIN_MIN_CORES, 4 x TIMING_CORES x n) usable cores, the last
+    TIMING_CORES x n cores are reserved, TIMING_CORES per GPU (slot = the physical id `gpu`, a CUDA_VISIBLE_DEVICES
+    entry; None = the first entry, else 0), for whatever runs under that GPU's lock; the rest are for builds and the
+    other runners' imports. An id that is not a plain index below n (a UUID, a MIG instance) gets no split: two GPUs
+    must never share timing cores. Why: the parent's clock check reads the fixed overhead of each call by wall time,
+    and on the H200 14 nvcc builds beside the timed runner moved an honest kernel's least overhead by 1.9 ms and a
+    reference's by 0.3 ms (docstring_autocast_half named clock_mismatch; judge_clock_shave's 0.76 ms shave read
+    0.49 ms, under its 0.5 ms limit: results/bench/2026-12-01_s8/call3_gpu_suite.log). CUDAL1_PIN=0 turns it off.
+    Cores and GPUs are read once per process, from the main thread's affinity."""
     if not _SPLIT:
         cpus = sorted(os.sched_getaffinity(os.getpid())) if hasattr(os, "sched_getaffinity") else []
-        n = max(1, torch.cuda.device_count()) if torch.cuda.is_available() else 1
-        ok = len(cpus) >= max(PIN_MIN_CORES, 4 * TIMING_CORES * n) and os.environ.get("CUDAL1_PIN", "1") != "0"
+        n = _physical_gpus()
+        ok = n > 0 and len(cpus) >= max(PIN_MIN_CORES, 4 * TIMING_CORES * n) and os.environ.get("CUDAL1_PIN") != "0"
         _SPLIT.append((cpus, n) if ok else None)
     if not _SPLIT[0] or not str(device).startswith("cuda"):
         return None
     cpus, n = _SPLIT[0]
-    slot = (int(gpu) if str(gpu).isdigit() else 0) % n
-    end = len(cpus) - TIMING_CORES * slot
+    if gpu is None:
+        gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+    if not (str(gpu).isdigit() and int(gpu) < n):
+        return None
+    end = len(cpus) - TIMING_CORES * int(gpu)
     return cpus[end - TIMING_CORES:end], cpus[:len(cpus) - TIMING_CORES * n]
 
 
 def pin(cpus):
-    """The calling thread (and what it starts later) onto `cpus`; nothing when cpus is empty or None."""
+    """The calling thread (and what it starts later) onto `cpus`; nothing when cpus is empty or None. Best effort: a
+    core set the OS no longer allows (a shrunk cpuset) leaves the thread where it is."""
     if cpus:
-        os.sched_setaffinity(0, cpus)
+        with contextlib.suppress(OSError, ValueError):
+            os.sched_setaffinity(0, cpus)
+
+
+@contextlib.contextmanager
+def pinned(cpus):
+    """The calling thread on `cpus` for the block, then back where it was (best effort both ways)."""
+    if not cpus:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    pin(cpus)
+    try:
+        yield
+    finally:
+        pin(before)
 
 
 # --------------------------------------------------------------------------------------- cudart, exchange
@@ -624,7 +655,9 @@ def main(sock, spec, build_cache):
     global bc
     bc = build_cache
     bc.install_build_cache()
-    pin((spec.get("cpus") or {}).get("start"))    # imports and builds off the timing cores (core_split)
+    BUILD_CPUS[:] = (spec.get("cpus") or {}).get("start") or []
+    pin(BUILD_CPUS)                          # imports and builds off the timing cores (core_split), and so are
+                                             # builds made later under the GPU's lock (buildcache)
     if spec.get("nice"):                    # a build ahead (bench.BUILD_NICE): nvcc and ninja inherit it
         os.nice(int(spec["nice"]))
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):

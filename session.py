@@ -60,20 +60,6 @@ def time_floor_ms(nbytes, bandwidth_gbs):
     return 0.0 if not bandwidth_gbs else nbytes / (bandwidth_gbs * 2 * 1e9) * 1e3
 
 
-@contextlib.contextmanager
-def _pinned(split):
-    """The calling thread on the timing cores of `split` (runner.core_split) for the block, then back."""
-    if not split:
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    runner.pin(split[0])
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
-
-
 # ------------------------------------------------------------------------------------------ one evaluation
 
 class _Stop(Exception):
@@ -124,6 +110,11 @@ class _Session:
         self.mem_limit = float(os.environ.get("CUDAL1_MEM_LIMIT_GB") or MEM_LIMIT_GB) * 2 ** 30
         self.mark = time.perf_counter()
         self.clock_kind = "cpu" if o["device"] == "cpu" else "wall"
+
+    def timing_cpus(self):
+        """This GPU's timing cores (runner.core_split), or None."""
+        split = runner.core_split(self.o["device"], self.gpu)
+        return split and split[0]
 
     def lap(self, name):
         now = time.perf_counter()
@@ -390,6 +381,7 @@ class _Session:
         self.rw.kill()
         if self.live is not None:
             self.live.discard(self.rw)
+        runner.pin(self.timing_cpus())    # again: the candidate (same user) may have moved this thread elsewhere
         tmp = tempfile.mkdtemp(prefix="cudal1_ref_")       # not the candidate's folder: it may have rewritten task.py
         try:
             self.rw = self.fork_runner(tmp, self.task_src + "\n\nModelNew = Model  # timed as a candidate\n",
@@ -504,7 +496,7 @@ class _Session:
                 res["status"] = "ok"
                 return
             t0 = time.perf_counter()
-            with self.lock, _pinned(runner.core_split(o["device"], self.gpu)):   # this thread beside the runner
+            with self.lock, runner.pinned(self.timing_cpus()):    # this thread beside the timed runner
                 res["phase_s"]["wait"] = round(time.perf_counter() - t0, 3)
                 self.deadline += time.perf_counter() - t0      # waiting for the GPU is not the candidate's time
                 self.mark = time.perf_counter()

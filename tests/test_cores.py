@@ -15,11 +15,14 @@ import session  # noqa: E402
 CPUS = sorted(os.sched_getaffinity(0))
 
 
-def split_for(monkeypatch, cores, pin_env=None, device="cuda", gpus=0, gpu=None):
+def split_for(monkeypatch, cores, pin_env=None, device="cuda", gpus=1, gpu=None, visible=None):
     monkeypatch.setattr(runner, "_SPLIT", [])
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(cores))
-    monkeypatch.setattr(runner.torch.cuda, "is_available", lambda: gpus > 0)
-    monkeypatch.setattr(runner.torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(runner, "_physical_gpus", lambda: gpus)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     if pin_env is None:
         monkeypatch.delenv("CUDAL1_PIN", raising=False)
     else:
@@ -38,6 +41,12 @@ def test_each_gpu_gets_its_own_timing_cores(monkeypatch):
     assert split_for(monkeypatch, range(16), gpus=2, gpu="1") == ([12, 13], list(range(12)))
     assert split_for(monkeypatch, range(16), gpus=2, gpu=None) == ([14, 15], list(range(12)))   # the default GPU
     assert split_for(monkeypatch, range(8), gpus=2) is None                  # 4 x 2 x 2 = 16 cores needed
+    # a rank that sees only its own GPU (CUDA_VISIBLE_DEVICES=1): still GPU 1's cores, not GPU 0's
+    assert split_for(monkeypatch, range(16), gpus=2, visible="1") == ([12, 13], list(range(12)))
+    # ids that are not plain indices below the GPU count (a UUID, a MIG instance, a miscount) get no split
+    assert split_for(monkeypatch, range(16), gpus=2, gpu="2") is None
+    assert split_for(monkeypatch, range(16), gpus=2, gpu="GPU-8e4c1a2b") is None
+    assert split_for(monkeypatch, range(16), gpus=0) is None                 # no GPU: nothing is pinned
 
 
 def test_no_split_on_small_boxes_on_the_cpu_device_or_when_turned_off(monkeypatch):
@@ -47,12 +56,19 @@ def test_no_split_on_small_boxes_on_the_cpu_device_or_when_turned_off(monkeypatc
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs two usable cores")
+def test_pin_is_best_effort():
+    before = os.sched_getaffinity(0)
+    runner.pin([10 ** 6])                 # no such core: the thread stays where it was, no error
+    assert os.sched_getaffinity(0) == before
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two usable cores")
 def test_pinned_moves_only_this_thread_and_restores_it():
     seen = {}
 
     def work():
         before = os.sched_getaffinity(0)
-        with session._pinned(([CPUS[-1]], CPUS[:-1])):
+        with runner.pinned([CPUS[-1]]):
             seen["inside"] = os.sched_getaffinity(0)
             seen["main"] = os.sched_getaffinity(os.getpid())              # the main thread is not moved
         seen["after"], seen["before"] = os.sched_getaffinity(0), before
@@ -86,8 +102,14 @@ def test_an_evaluation_with_a_core_split_runs_whole(monkeypatch, tmp_path):
     # the GPU-only path (core_split gives a split only for CUDA on 8+ cores) forced on the CPU device: the runner's
     # spec, the judge's spec and the parent's pinned timing thread, through a real evaluation
     import bench
-    seen = []
+    seen, locked = [], []
     monkeypatch.setattr(runner, "core_split", lambda device, gpu=None: seen.append(device) or ([CPUS[-1]], CPUS[:-1]))
+    setup = session._Session.setup
+
+    def watched_setup(self):              # under the GPU's lock: where are this thread and the judge?
+        locked.append((os.sched_getaffinity(0), os.sched_getaffinity(self.jw.w.pid)))
+        return setup(self)
+    monkeypatch.setattr(session._Session, "setup", watched_setup)
     task = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
             "def get_inputs():\n    return [torch.randn(256)]\ndef get_init_inputs():\n    return []\n")
     cand = task.replace("class Model(", "class ModelNew(")
@@ -96,3 +118,19 @@ def test_an_evaluation_with_a_core_split_runs_whole(monkeypatch, tmp_path):
                        build_root=str(tmp_path / "build"))
     assert r["status"] == "ok" and r["correct"], bench.result_summary(r)
     assert seen and os.sched_getaffinity(0) == before          # this thread is back where it was
+    assert locked == [({CPUS[-1]}, {CPUS[-1]})]                  # the caller's thread and the judge on the timing core
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two usable cores")
+def test_a_runner_builds_on_its_build_cores_after_models(tmp_path):
+    # a load_inline made under the GPU's lock (after `models` moved the runner to the timing core) runs its
+    # compiler on the build cores: the affinity the build sees, recorded by a stand-in compile step
+    import buildcache
+    seen = []
+    runner.BUILD_CPUS[:] = [CPUS[0]]
+    try:
+        with runner.pinned([CPUS[-1]]), buildcache._on_build_cores():
+            seen.append(os.sched_getaffinity(0))
+        assert seen == [{CPUS[0]}]
+    finally:
+        runner.BUILD_CPUS[:] = []
