@@ -2,6 +2,7 @@
 the judge, the parent's timing thread) runs on cores of its own, builds and other runners' imports on the rest.
 Real affinity syscalls and a real forked runner; the split itself from a faked core list."""
 import os
+import subprocess
 import sys
 import threading
 
@@ -12,6 +13,7 @@ import forkserver  # noqa: E402
 import runner  # noqa: E402
 import session  # noqa: E402
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CPUS = sorted(os.sched_getaffinity(0))
 
 
@@ -134,3 +136,13 @@ def test_a_runner_builds_on_its_build_cores_after_models(tmp_path):
         assert seen == [{CPUS[0]}]
     finally:
         runner.BUILD_CPUS[:] = []
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two usable cores")
+def test_the_fork_server_starts_on_the_build_cores():
+    # a fresh process (the fork server is one per process): with a split, the zygote is moved off the timing cores
+    code = (f"import os, sys; sys.path.insert(0, {ROOT!r}); import runner, forkserver\n"
+            f"runner.core_split = lambda device, gpu=None: ([{CPUS[-1]}], [{CPUS[0]}])\n"
+            "z = forkserver._zygote(); print(sorted(os.sched_getaffinity(z.proc.pid))); z.close()\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.strip().splitlines()[-1] == f"[{CPUS[0]}]", p.stdout + p.stderr
