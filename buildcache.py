@@ -13,11 +13,12 @@ too (a "failed" marker: the same sources fail at once the next time); a build th
 remembered (BUILD_FAILURES: the "fallback" hack). Calls into extension functions are counted
 (EXT_CALLS: custom_kernel_calls). Everything here runs in the candidate's process: bench.py trusts none of it.
 """
-import contextlib, fcntl, hashlib, importlib.util, json, os, re, shlex, subprocess, sys, tempfile, types
+import contextlib, fcntl, hashlib, importlib.util, json, os, re, shlex, subprocess, tempfile, types
 
 import torch
 from torch.utils import cpp_extension
 
+import cores  # noqa: E402
 from runner import default_build_root, truncate, _write_json  # noqa: E402
 
 
@@ -332,10 +333,9 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
 
 
 def _on_build_cores():
-    """A runner's build on its build cores (runner.BUILD_CPUS: off the timing cores), also when it happens under the
+    """A runner's build on its build cores (cores.BUILD_CPUS: off the timing cores), also when it happens under the
     GPU's lock after `models` moved the runner to the timing cores: nvcc and ninja inherit the affinity."""
-    r = sys.modules.get("runner")
-    return r.pinned(r.BUILD_CPUS) if r is not None and getattr(r, "BUILD_CPUS", None) else contextlib.nullcontext()
+    return cores.pinned(cores.BUILD_CPUS)
 
 
 # A compiler's or linker's verdict on these exact sources, flags and toolchain (the key) is final, so it is kept

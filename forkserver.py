@@ -15,6 +15,7 @@ import contextlib, ctypes, json, os, select, shutil, signal, socket, subprocess,
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:          # the fork server runs with `python -P`: site-packages first, this folder last,
     sys.path.append(HERE)         # so a torch.py planted here cannot shadow torch
+import cores  # noqa: E402
 import judge  # noqa: E402
 import runner  # noqa: E402
 
@@ -237,8 +238,8 @@ class _Zygote:
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         b.close()
-        split = runner.core_split("cuda")               # its forks (and its threads) off the timing cores, whichever
-        if split:                                       # thread of ours started it (runner.core_split)
+        split = cores.core_split("cuda")               # its forks (and its threads) off the timing cores, whichever
+        if split:                                       # thread of ours started it (cores.core_split)
             with contextlib.suppress(OSError, ValueError):
                 os.sched_setaffinity(self.proc.pid, split[1])
         self.ctrl, self.lock = a, threading.Lock()
@@ -386,7 +387,7 @@ class _Judge:
 
     def __init__(self, device, gpu, build_root):
         self.tmp = tempfile.mkdtemp(prefix="cudal1_judge_")
-        split = runner.core_split(device, gpu)
+        split = cores.core_split(device, gpu)
         self.w = Worker("judge", dict(device=device, cpus=split and split[0]), scrubbed_env(self.tmp, build_root,
                                                                                            gpu=gpu), self.tmp)
         self.lock = threading.Lock()

@@ -25,6 +25,7 @@ import contextlib, copy, ctypes, hashlib, json, math, os, random, re, statistics
 
 import torch
 
+import cores
 import runner as R
 
 PREC_RATIO = 16.0     # a candidate may be this many times less accurate than the fp32 reference (vs float64)...
@@ -465,7 +466,7 @@ def main(sock, spec):
     """Entry point of a forked judge: one reply per command (setup | exchange | check | exit)."""
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(1)
-    R.pin(spec.get("cpus"))                              # the timing cores (runner.core_split): it works under
+    cores.pin(spec.get("cpus"))                              # the timing cores (cores.core_split): it works under
     dev = torch.device(spec["device"])                   # the GPU's lock, beside the timed runner
     with contextlib.suppress(Exception):                 # no other process of this user may read our memory
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)           # PR_SET_DUMPABLE 0

@@ -11,6 +11,7 @@ import contextlib, json, math, os, random, shutil, signal, statistics, sys, temp
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:          # the fork server runs with `python -P` (no script folder first on sys.path)
     sys.path.append(HERE)
+import cores  # noqa: E402
 import runner  # noqa: E402
 from forkserver import WorkerError, Worker, drop_judge, scrubbed_env  # noqa: E402
 from runner import FIXED_FLAGS  # noqa: E402
@@ -112,8 +113,8 @@ class _Session:
         self.clock_kind = "cpu" if o["device"] == "cpu" else "wall"
 
     def timing_cpus(self):
-        """This GPU's timing cores (runner.core_split), or None."""
-        split = runner.core_split(self.o["device"], self.gpu)
+        """This GPU's timing cores (cores.core_split), or None."""
+        split = cores.core_split(self.o["device"], self.gpu)
         return split and split[0]
 
     def lap(self, name):
@@ -174,7 +175,7 @@ class _Session:
         for path, text in zip(paths, (self.task_src, cand_src)):
             with open(path, "w") as f:
                 f.write(text or "")
-        split = runner.core_split(self.o["device"], self.gpu)   # imports and builds on the build cores, the timed
+        split = cores.core_split(self.o["device"], self.gpu)   # imports and builds on the build cores, the timed
         spec = dict(device=self.o["device"], protocol=self.o["protocol"], task_path=paths[0], candidate_path=paths[1],
                     flags_override=flags_override, nice=nice,   # part on the timing cores
                     cpus=split and dict(start=split[1], timed=split[0]))
@@ -381,7 +382,7 @@ class _Session:
         self.rw.kill()
         if self.live is not None:
             self.live.discard(self.rw)
-        runner.pin(self.timing_cpus())    # again: the candidate (same user) may have moved this thread elsewhere
+        cores.pin(self.timing_cpus())    # again: the candidate (same user) may have moved this thread elsewhere
         tmp = tempfile.mkdtemp(prefix="cudal1_ref_")       # not the candidate's folder: it may have rewritten task.py
         try:
             self.rw = self.fork_runner(tmp, self.task_src + "\n\nModelNew = Model  # timed as a candidate\n",
@@ -460,7 +461,7 @@ class _Session:
         overhead of all its calls, verdict()), so that load in one phase of one draw cannot hide a shave that the
         other draw showed (with the second draw alone, a reference phase slowed by 0.3 ms per call let a 0.76 ms
         shave through: tests/test_verdict.py). A consistent shave is named again; a forgery far over the limit is
-        named at once. Load is also kept off the timed side by runner.core_split. GPU only
+        named at once. Load is also kept off the timed side by cores.core_split. GPU only
         (the parent's wall clock): on the CPU device every shave reads within 3x its limit, and on a busy 2-core box
         the second draw let judge_clock_shave pass once (2.10x, its reference's phase the contended one); there the
         median and the floor of verdict() carry the load instead."""
@@ -496,7 +497,7 @@ class _Session:
                 res["status"] = "ok"
                 return
             t0 = time.perf_counter()
-            with self.lock, runner.pinned(self.timing_cpus()):    # this thread beside the timed runner
+            with self.lock, cores.pinned(self.timing_cpus()):    # this thread beside the timed runner
                 res["phase_s"]["wait"] = round(time.perf_counter() - t0, 3)
                 self.deadline += time.perf_counter() - t0      # waiting for the GPU is not the candidate's time
                 self.mark = time.perf_counter()

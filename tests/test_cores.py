@@ -1,5 +1,6 @@
-"""runner.core_split / pin and their use (session 8): on a GPU box the timed side (the runner under the GPU's lock,
-the judge, the parent's timing thread) runs on cores of its own, builds and other runners' imports on the rest.
+"""cores.core_split / pin / pinned and their use (session 8): on a GPU box the timed side (the runner under the
+GPU's lock, the judge, the parent's timing thread) runs on cores of its own, builds and other runners' imports on
+the rest.
 Real affinity syscalls and a real forked runner; the split itself from a faked core list."""
 import os
 import subprocess
@@ -9,18 +10,18 @@ import threading
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import cores  # noqa: E402
 import forkserver  # noqa: E402
-import runner  # noqa: E402
 import session  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CPUS = sorted(os.sched_getaffinity(0))
 
 
-def split_for(monkeypatch, cores, pin_env=None, device="cuda", gpus=1, gpu=None, visible=None):
-    monkeypatch.setattr(runner, "_SPLIT", [])
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(cores))
-    monkeypatch.setattr(runner, "_physical_gpus", lambda: gpus)
+def split_for(monkeypatch, cpus, pin_env=None, device="cuda", gpus=1, gpu=None, visible=None):
+    monkeypatch.setattr(cores, "_SPLIT", [])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(cpus))
+    monkeypatch.setattr(cores, "_physical_gpus", lambda: gpus)
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
@@ -29,7 +30,7 @@ def split_for(monkeypatch, cores, pin_env=None, device="cuda", gpus=1, gpu=None,
         monkeypatch.delenv("CUDAL1_PIN", raising=False)
     else:
         monkeypatch.setenv("CUDAL1_PIN", pin_env)
-    return runner.core_split(device, gpu)
+    return cores.core_split(device, gpu)
 
 
 def test_split_keeps_the_last_two_cores_for_timing(monkeypatch):
@@ -60,7 +61,7 @@ def test_no_split_on_small_boxes_on_the_cpu_device_or_when_turned_off(monkeypatc
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs two usable cores")
 def test_pin_is_best_effort():
     before = os.sched_getaffinity(0)
-    runner.pin([10 ** 6])                 # no such core: the thread stays where it was, no error
+    cores.pin([10 ** 6])                 # no such core: the thread stays where it was, no error
     assert os.sched_getaffinity(0) == before
 
 
@@ -70,7 +71,7 @@ def test_pinned_moves_only_this_thread_and_restores_it():
 
     def work():
         before = os.sched_getaffinity(0)
-        with runner.pinned([CPUS[-1]]):
+        with cores.pinned([CPUS[-1]]):
             seen["inside"] = os.sched_getaffinity(0)
             seen["main"] = os.sched_getaffinity(os.getpid())              # the main thread is not moved
         seen["after"], seen["before"] = os.sched_getaffinity(0), before
@@ -105,7 +106,7 @@ def test_an_evaluation_with_a_core_split_runs_whole(monkeypatch, tmp_path):
     # spec, the judge's spec and the parent's pinned timing thread, through a real evaluation
     import bench
     seen, locked = [], []
-    monkeypatch.setattr(runner, "core_split", lambda device, gpu=None: seen.append(device) or ([CPUS[-1]], CPUS[:-1]))
+    monkeypatch.setattr(cores, "core_split", lambda device, gpu=None: seen.append(device) or ([CPUS[-1]], CPUS[:-1]))
     setup = session._Session.setup
 
     def watched_setup(self):              # under the GPU's lock: where are this thread and the judge?
@@ -129,20 +130,20 @@ def test_a_runner_builds_on_its_build_cores_after_models(tmp_path):
     # compiler on the build cores: the affinity the build sees, recorded by a stand-in compile step
     import buildcache
     seen = []
-    runner.BUILD_CPUS[:] = [CPUS[0]]
+    cores.BUILD_CPUS[:] = [CPUS[0]]
     try:
-        with runner.pinned([CPUS[-1]]), buildcache._on_build_cores():
+        with cores.pinned([CPUS[-1]]), buildcache._on_build_cores():
             seen.append(os.sched_getaffinity(0))
         assert seen == [{CPUS[0]}]
     finally:
-        runner.BUILD_CPUS[:] = []
+        cores.BUILD_CPUS[:] = []
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs two usable cores")
 def test_the_fork_server_starts_on_the_build_cores():
     # a fresh process (the fork server is one per process): with a split, the zygote is moved off the timing cores
-    code = (f"import os, sys; sys.path.insert(0, {ROOT!r}); import runner, forkserver\n"
-            f"runner.core_split = lambda device, gpu=None: ([{CPUS[-1]}], [{CPUS[0]}])\n"
+    code = (f"import os, sys; sys.path.insert(0, {ROOT!r}); import cores, forkserver\n"
+            f"cores.core_split = lambda device, gpu=None: ([{CPUS[-1]}], [{CPUS[0]}])\n"
             "z = forkserver._zygote(); print(sorted(os.sched_getaffinity(z.proc.pid))); z.close()\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and p.stdout.strip().splitlines()[-1] == f"[{CPUS[0]}]", p.stdout + p.stderr

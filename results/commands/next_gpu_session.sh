@@ -2,7 +2,7 @@
 # D finished in 417 s on a fresh H200 (done: results/tiny/h200/demo_2026-12-01_s8*). The GPU suite ran twice:
 # judge_clock_shave got ~1.39x both times (its 0.76 ms shave read 0.49 ms, limit 0.5 ms) and once the legitimate
 # docstring_autocast_half was named clock_mismatch (1.88 ms of excess beside 14 builds). Fixed since on the CPU side
-# only: runner.core_split keeps 2 cores for the timed side (runner under the GPU's lock, judge, the parent's timing
+# only: cores.core_split keeps 2 cores for the timed side (runner under the GPU's lock, judge, the parent's timing
 # thread) and builds off them; a second draw's clock check pools both draws, and every clock_mismatch under 20x
 # its limit gets that second draw (was 3x). So, in this order:
 #  - A: the whole GPU suite; every CLOCK line (excess vs limit) is the evidence; judge_clock_shave must be named and
