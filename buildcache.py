@@ -227,7 +227,10 @@ def _light_dir(root):
 
 
 def _compile_extension(args, d, module, verbose, root):
-    """Writes the sources as load_inline would and builds them with cpp_extension.load into folder d."""
+    """Writes the sources as load_inline would and builds them with cpp_extension.load into folder d. Never verbose:
+    with verbose=True torch sends the compiler's output to stdout and its exception says only "Error building
+    extension", so the failure was neither recognised as final nor explained (CUDA-L1 A100 level3/45 asks for it:
+    its failed 205 s build was compiled again under the GPU's lock, 2026-12-02)."""
     ce = cpp_extension
     body = list(args["cpp"])
     if args["functions"]:                                   # the pybind block exactly as load_inline writes it
@@ -262,7 +265,7 @@ def _compile_extension(args, d, module, verbose, root):
             # -I comes before torch's -isystem folders, so GCC finds the .gch first
             result = load(name=module, sources=sources, extra_cflags=args["cflags"],
                           extra_cuda_cflags=args["cuda_cflags"], extra_ldflags=args["ldflags"],
-                          extra_include_paths=list(args["includes"]) + incs(), build_directory=d, verbose=verbose,
+                          extra_include_paths=list(args["includes"]) + incs(), build_directory=d, verbose=False,
                           with_cuda=args["with_cuda"], is_python_module=args["is_python_module"])
             break
         except Exception as e:
@@ -307,7 +310,7 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
     if other:
         return _ORIG_LOAD_INLINE(module, cpp_sources, cuda_sources, functions=functions, extra_cflags=extra_cflags,
                                  extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
-                                 extra_include_paths=extra_include_paths, build_directory=d, verbose=verbose,
+                                 extra_include_paths=extra_include_paths, build_directory=d, verbose=False,
                                  with_cuda=with_cuda, is_python_module=is_python_module,
                                  with_pytorch_error_handling=with_pytorch_error_handling,
                                  no_implicit_headers=no_implicit_headers, **other)
@@ -326,7 +329,7 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
                 return _compile_extension(args, d, module, verbose, root)
         except Exception as e:
             msg = truncate(f"Error building extension '{name}': {first_error(e)}")
-            if _DETERMINISTIC.search(str(e)) and not _NOT_DETERMINISTIC.search(str(e)):
+            if is_verdict(str(e)):
                 _write_json(os.path.join(d, "failed"), dict(error=msg))
             BUILD_FAILURES.append(msg)
             raise BuildError(msg) from None
@@ -344,8 +347,17 @@ def _on_build_cores():
 # interrupted is not a verdict and is not kept.
 _DETERMINISTIC = re.compile(r"\berror\b\s*[:(]|undefined reference|undefined symbol|fatal error", re.I)
 _NOT_DETERMINISTIC = re.compile(r"signal|Killed|died due to|out of memory|No space left|Interrupted|"
-                                r"Resource temporarily unavailable|Cannot allocate|"
-                                r"pch/[0-9a-f]+/", re.I)   # an error about our own precompiled headers
+                                r"Resource temporarily unavailable|Cannot allocate|PCH files? .*invalid|"
+                                r"error:[^\n]*pch/[0-9a-f]+/", re.I)   # an error ABOUT our precompiled headers
+# (not their -I folder on the failed command line that ninja echoes: that one matched every build that used a
+# precompiled header, so no such failure was kept and each was compiled again under the GPU's lock, e.g. CUDA-L1
+# A100 level1/84 and level1/50: 8 and 97 s there, 2026-12-01/02)
+
+
+def is_verdict(log):
+    """Whether a failed build's log is the compiler's or linker's final word on these sources (kept as `failed`),
+    not an accident of this machine (a killed compiler, a full disk, a stale precompiled header of ours)."""
+    return bool(_DETERMINISTIC.search(log)) and not _NOT_DETERMINISTIC.search(log)
 
 
 def _failed_before(d):

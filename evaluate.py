@@ -312,6 +312,7 @@ if __name__ == "__main__":
     os.makedirs(out_dir, exist_ok=True)
     res_path = os.path.join(out_dir, "results.jsonl")
     rows = read_results(res_path)  # every (task, method) row already measured is kept and not measured again
+    measured_before = {k for k, r in rows.items() if k[1] not in ("screen", "eager")}
     runs_path = os.path.join(out_dir, "runs.jsonl")
 
     # ---- the task set: prepare.py's file or KernelBench; without either, the references inside the kernels file
@@ -546,6 +547,10 @@ if __name__ == "__main__":
               flush=True)
     report.write_report(out_dir, rows, tasks, mains, bl, unavailable, own_ref, common.read_appended(runs_path) or [this_run()],
                         config, time.time() - t0)
-    print(f"wrote {out_dir}/results.jsonl, summary.md, summary.json, per_task.csv and plots in {time.time() - t0:.0f}s")
+    new = [k for k in rows if k[1] not in ("screen", "eager") and k not in measured_before]
+    took = time.time() - t0
+    print(f"wrote {out_dir}/results.jsonl, summary.md, summary.json, per_task.csv and plots in {took:.0f}s; "
+          f"{len(new)} candidate rows measured by this run, {60 * len(new) / max(took, 1e-9):.1f} per minute "
+          f"(issue 12; eager rows and degenerate screens not counted)")
     if interrupted:
         sys.exit(130)

@@ -523,8 +523,11 @@ class _Session:
                     self.live.discard(self.rw)
             shutil.rmtree(self.tmp, ignore_errors=True)
         if self.hacks:
+            before, said = res["status"], res["error"]
             res.update(status="hack", hack=self.hacks[0][0])
-            res["error"] = res["error"] or runner.truncate("hack: " + "; ".join(m for _, m in self.hacks))
+            if before != "hack":      # ok, or a later failure (a fallback, then a wrong output): the hack first, then
+                res["error"] = runner.truncate("hack: " + "; ".join(m for _, m in self.hacks), 1200) + \
+                    (f"; then: {runner.truncate(said, 600)}" if said else "")   # both (issue 11 item 5: the audit)
         if res["status"] in ("ok", "hack") and res["correct"] and res["ref_ms"] and res["cand_ms"]:
             res["speedup"] = res["ref_ms"] / res["cand_ms"]
             res["speedup_rounded"] = round_toward_one(res["speedup"])

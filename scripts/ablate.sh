@@ -1,30 +1,31 @@
 #!/usr/bin/env bash
 # An ablation of one rl.py setting (issue 13): the preset's RL run once per value, all from the same prepared data and
-# the same SFT model (prepare.py and sft.py run once, into OUT/base), each run in its own out_dir, then the curves
+# the same SFT model (prepare.py and sft.py run once, into ABLATE_DIR/base), each run in its own out_dir, then the curves
 # side by side (scripts/compare_runs.py: start/end means) and each run's steps per hour (scripts/steps_per_hour.py).
 #
 #   scripts/ablate.sh SETTING VALUE [VALUE ...] [-- extra rl.py arguments]
 #   scripts/ablate.sh reward_norm batch group                       # = scripts/ablate_reward_norm.sh
 #   scripts/ablate.sh async_rollouts False True                     # rollouts overlapping evaluation, or not
 #   SEEDS="1337 1338" scripts/ablate.sh reward_norm batch group     # one run per value and seed
-#   PRESET=tiny_cpu OUT=out/abl_check scripts/ablate.sh reward_norm batch group -- --max_steps=2   # a CPU check
+#   PRESET=tiny_cpu ABLATE_DIR=out/abl_check scripts/ablate.sh reward_norm batch group -- --max_steps=2   # a CPU check
 #
-# Environment: PRESET (tiny), OUT (out/ablate_SETTING), SEEDS (1337), RESULTS (OUT: where SETTING.png and
-# SETTING.txt go, e.g. results/tiny/h200/ablate_SETTING). A run that already has a log is resumed (--resume=True), so
-# the script can be re-run after an interruption; a finished run is left as it is.
+# Environment: PRESET (tiny), ABLATE_DIR (out/ablate_SETTING; not OUT, which the GPU machine sets), SEEDS (1337),
+# RESULTS (ABLATE_DIR: where SETTING.png and SETTING.txt go, e.g. results/tiny/h200/ablate_SETTING). A run that
+# already has a log is resumed (--resume=True), so the script can be re-run after an interruption; a finished run is
+# left as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 2 ] || { sed -n '2,13p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,15p' "$0"; exit 2; }
 SETTING=$1; shift
 values=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do values+=("$1"); shift; done
 [ $# -gt 0 ] && shift  # the --
 PRESET=${PRESET:-tiny}
-OUT=${OUT:-out/ablate_$SETTING}
+ABLATE_DIR=${ABLATE_DIR:-out/ablate_$SETTING}
 SEEDS=${SEEDS:-1337}
-RESULTS=${RESULTS:-$OUT}
-base="$OUT/base"
-mkdir -p "$OUT" "$RESULTS"
+RESULTS=${RESULTS:-$ABLATE_DIR}
+base="$ABLATE_DIR/base"
+mkdir -p "$ABLATE_DIR" "$RESULTS"
 # 1. the shared stages, once (each is skipped when its output exists)
 [ -f "$base/db.json" ] || python prepare.py --preset="$PRESET" --out_dir="$base"
 [ -f "$base/sft/config.json" ] || python sft.py --preset="$PRESET" --out_dir="$base"
@@ -33,7 +34,7 @@ curves=()
 for seed in $SEEDS; do
   for v in "${values[@]}"; do
     name="${SETTING}-${v}_seed$seed"
-    run="$OUT/$name"
+    run="$ABLATE_DIR/$name"
     if [ ! -d "$run" ]; then
       mkdir -p "$run"
       cp -r "$base"/. "$run"/

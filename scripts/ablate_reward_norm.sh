@@ -4,5 +4,5 @@
 #
 #   scripts/ablate_reward_norm.sh                                    # on the GPU machine, into out/ablate_reward_norm
 #   SEEDS="1337 1338 1339" RESULTS=results/tiny/h200/reward_norm scripts/ablate_reward_norm.sh
-#   PRESET=tiny_cpu OUT=out/abl_check scripts/ablate_reward_norm.sh --max_steps=2   # a CPU check of the script
+#   PRESET=tiny_cpu ABLATE_DIR=out/abl_check scripts/ablate_reward_norm.sh --max_steps=2   # a CPU check of the script
 exec "$(dirname "$0")/ablate.sh" reward_norm batch group -- "$@"

@@ -338,6 +338,7 @@ def test_pipeline_with_fake_bench_and_resume(tmp_path, monkeypatch, capsys):
     assert text.count(kern_all) == 2 and "### without degenerate tasks" in text
     assert "| all | 1 | 0 | 1 | 0 | 0 | 0% |" in text  # 1 correct kernel, PyTorch only (custom_kernel_calls 0)
     assert "hacks named by bench, by kind: none" in text
+    assert "; 6 candidate rows measured by this run, " in text and " per minute " in text   # issue 12 item 4
     summary = json.load(open(f"{out}/summary.json"))
     assert summary["unavailable"] == {"cuda_graph": "needs a CUDA device"} and summary["config"]["device"] == "cpu"
     assert summary["env"]["torch_version"] == "9.9" and "--baselines=" in summary["env"]["commands"][0]
@@ -356,6 +357,7 @@ def test_pipeline_with_fake_bench_and_resume(tmp_path, monkeypatch, capsys):
     text2 = _run(monkeypatch, capsys, fake, *args)
     assert len(fake.calls) == ncalls and len(_lines(f"{out}/results.jsonl")) == n
     assert "phase 1: 0 candidates of 0 tasks (2 tasks already measured)" in text2 and kern_all in text2
+    assert "; 0 candidate rows measured by this run, 0.0 per minute" in text2
     text3 = _run(monkeypatch, capsys, fake, *args, "--summarize_only=True")
     assert len(fake.calls) == ncalls and kern_all in text3
     assert len(_lines(f"{out}/runs.jsonl")) == 2  # the two measuring runs are named; the re-summary is not
