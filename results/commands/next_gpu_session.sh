@@ -1,20 +1,14 @@
-# The GPU measurements issues 11-14 still owe. Session 8 of 2026-12-01 (results/bench/2026-12-01_s8/COMMANDS.md):
-# D finished in 417 s on a fresh H200 (done: results/tiny/h200/demo_2026-12-01_s8*). The GPU suite ran twice:
-# judge_clock_shave got ~1.39x both times (its 0.76 ms shave read 0.49 ms, limit 0.5 ms) and once the legitimate
-# docstring_autocast_half was named clock_mismatch (1.88 ms of excess beside 14 builds). Fixed since on the CPU side
-# only: cores.core_split keeps 2 cores for the timed side (runner under the GPU's lock, judge, the parent's timing
-# thread) and builds off them; a second draw's clock check pools both draws, and every clock_mismatch under 20x
-# its limit gets that second draw (was 3x). So, in this order:
-#  - A: the whole GPU suite; every CLOCK line (excess vs limit) is the evidence; judge_clock_shave must be named and
-#    every legit case accepted. If the shave still reads near its limit, look at the CLOCK lines of the honest 2.7 ms
-#    GEMM cases (their spread is the noise the limit must clear).
-#  - B: level3/45 (its build alone took 194 s), and re-measure level1/86 and level3/49 (fixed evaluator false
-#    negatives): case B0 does it all (copies the committed audit, drops those rows, runs B) in a call of its own
-#    (never after A in one call: their timeouts add to more than 600 s); untar what it returns into out/ and carry
-#    out/cudal1_a100_audit for a further B.
-#  - C (throughput, repeatability, timing table, precision calibration), then E: rl_scale's float32 generation of
-#    8 x 8 x 2048 tokens on the 0.5B model alone took over 135 s: give 0.5b a call of its own, then 1.5b.
-#  - F (reward_norm / async ablations), and the 15-minute from-scratch audit of issue 12 (B into an empty eval_dir).
+# The GPU measurements issues 12-14 still owe. Session 9 of 2026-12-02 (results/bench/2026-12-02_s9/COMMANDS.md):
+# A passed whole (81/0; judge_clock_shave named at 0.69 ms against 0.5), C's repeatability (2.84%) and timing table
+# met their targets, E measured 0.5b, B0 finished the audit (250/250). Fixed since on the CPU side only: a failed
+# build is now kept when its log names our precompiled header's folder (it never was, so every failed build was
+# compiled again in the timed runner, under the GPU's lock: level1/84 8 s, level3/45 203 s), builds never verbose,
+# evaluate.py prints candidates per minute, scripts/ablate.sh reads ABLATE_DIR (it read this machine's OUT). Next:
+#  - D twice more (issue 14: three demo runs; the first is results/tiny/h200/demo_2026-12-01_s8*), each into a fresh
+#    build cache so that the second is not helped by the first's builds.
+#  - C2: throughput with and without the 2-core timing reservation (CUDAL1_PIN=0), each line stamped.
+#  - F (reward_norm ablation), F2 (async_rollouts), E with MODELS=1.5b.
+#  - B15a then B15b chained (the 15-minute from-scratch audit of issue 12 needs two calls: sum their times).
 # Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
 # files copied into .kb/ (carry .kb). Chain the calls: a call made within 30 s of the last one finds the machine warm
 # (no start, and its build cache is still there). On nvidia-h200-x2 run two cases at once, one per GPU, each under
@@ -23,6 +17,7 @@
 set -o pipefail
 export KERNELBENCH_DIR=$PWD/.kb/kernelbench CUDAL1_SAMPLE_DIR=$PWD/.kb/cudal1_sample PYTHONUNBUFFERED=1
 mkdir -p $OUT/r
+stamp() { while IFS= read -r l; do printf '%(%T)T %s\n' -1 "$l"; done; }   # each line with the wall clock
 case "$1" in
 A)  # issue 11 + 12: the whole GPU suite once more after session 4's fixes (15% overhead slack in the clock check,
     # builds in ModelNew.__init__ made ahead, gemm_div_sum in float64): all 79 cases in one run (461 s in session 4)
@@ -54,25 +49,44 @@ B)  # issue 11 item 5 + issue 12 item 4: the CUDA-L1 A100 release. Session 4 mea
     tar czf $OUT/r/audit.tgz out/cudal1_a100_audit
     ;;
 C)  # issue 12: throughput, repeatability, timing table; issue 11: the precision calibration to the end
-    timeout -k 5 100 python scripts/bench_throughput.py --n 64 --out $OUT/r/throughput.json > $OUT/r/throughput.log 2>&1
+    timeout -k 5 150 python scripts/bench_throughput.py --n 64 --out $OUT/r/throughput.json 2>&1 | stamp > $OUT/r/throughput.log
     timeout -k 5 80 python scripts/bench_repeat.py --out $OUT/r/repeat.json > $OUT/r/repeat.log 2>&1
     timeout -k 5 40 python scripts/timing_accuracy.py --out $OUT/r/timing_accuracy.json > $OUT/r/timing.log 2>&1
-    timeout -k 5 300 python scripts/precision_calibration.py --device=cuda \
+    timeout -k 5 200 python scripts/precision_calibration.py --device=cuda \
         --sample=.kb/cudal1_sample/a100_sample.jsonl --out $OUT/r/precision.md > $OUT/r/precision.log 2>&1
+    ;;
+C2) # issue 12 item 4: the 64-candidate batch with the timing cores reserved (default) and without (CUDAL1_PIN=0)
+    timeout -k 5 200 python scripts/bench_throughput.py --n 64 --out $OUT/r/throughput.json 2>&1 | stamp > $OUT/r/throughput.log
+    CUDAL1_PIN=0 timeout -k 5 200 python scripts/bench_throughput.py --n 64 --out $OUT/r/throughput_nopin.json 2>&1 | \
+        stamp > $OUT/r/throughput_nopin.log
+    ;;
+B15a) # issue 12 item 4: the whole A100 release from scratch (empty eval dir and build cache) at evaluate.py's
+    # defaults; a call is 600 s at most, so B15b continues it in the next call (chained: out/ and the cache stay)
+    rm -rf out/audit15 ~/.cache/cudal1/build
+    timeout -k 20 560 python evaluate.py --kernels=.kb/cudal1_release/a100.json --baselines=eager \
+        --eval_dir=out/audit15 2>&1 | stamp > $OUT/r/audit15a.log
+    ;;
+B15b) timeout -k 20 560 python evaluate.py --kernels=.kb/cudal1_release/a100.json --baselines=eager \
+        --eval_dir=out/audit15 2>&1 | stamp > $OUT/r/audit15b.log
+    tar czf $OUT/r/audit15.tgz out/audit15
     ;;
 D)  # issue 14 + issue 12 item 5: the main command on one GPU (wall time); issue 13 item 5 (rl_scale printed nothing
     # in 225 s in session 3: give it a call of its own, 1.5B first)
     # each output line stamped with the wall clock (the stage times rl.py prints are the figure; these locate them)
-    /usr/bin/time -v timeout -k 5 575 python rl.py --preset=demo 2>&1 | \
-        while IFS= read -r l; do printf '%(%T)T %s\n' -1 "$l"; done > $OUT/r/demo.log
+    rm -rf out/tiny; export CUDAL1_BUILD_ROOT=$PWD/out/build_demo_$$   # a fresh build cache for every demo run
+    /usr/bin/time -v timeout -k 5 575 python rl.py --preset=demo 2>&1 | stamp > $OUT/r/demo.log
     tar czf $OUT/r/demo.tgz out/tiny/rl/log.jsonl out/tiny/rl/curves.png out/tiny/rl/samples* out/tiny/eval/summary.md \
         out/tiny/eval/results.jsonl out/tiny/seed.jsonl
     ;;
 E)  timeout -k 10 540 python scripts/rl_scale.py --models=${MODELS:-0.5b} --out=$OUT/r/rl_scale.jsonl > $OUT/r/rl_scale.log 2>&1
     ;;
-F)  # issue 13 items 2 and 6: the reward_norm and async_rollouts ablations on the tiny preset (resumable)
-    timeout -k 20 540 bash scripts/ablate_reward_norm.sh > $OUT/r/ablate_reward_norm.log 2>&1
+F)  # issue 13 item 2: the reward_norm ablation on the tiny preset (resumable: run F again, chained, to finish)
+    timeout -k 20 540 bash scripts/ablate_reward_norm.sh 2>&1 | stamp > $OUT/r/ablate_reward_norm.log
     tar czf $OUT/r/ablate.tgz out/ablate_reward_norm
+    ;;
+F2) # issue 13 item 6: rollouts overlapping evaluation, or not (resumable likewise)
+    timeout -k 20 540 bash scripts/ablate.sh async_rollouts False True 2>&1 | stamp > $OUT/r/ablate_async.log
+    tar czf $OUT/r/ablate_async.tgz out/ablate_async_rollouts
     ;;
 esac
 tar czf $OUT/r.tgz -C $OUT r
