@@ -93,8 +93,11 @@ def main():
 
     jobs = [(f"relu_{k}", TASK, candidate(k, tag)) for k in range(a.n)]
     t0 = time.time()
+    def seen(i, r):      # each evaluation's wall and phases as it lands: a run cut by a time limit still tells
+        print(f"[tp] {time.time() - t0:.1f} s: {jobs[i][0]} {r['status']} eval {r.get('eval_s') or 0:.2f} s "
+              f"compile {r.get('compile_s') or 0:.1f} s phases {r.get('phase_s')}", file=sys.stderr, flush=True)
     res = bench.evaluate_many(jobs, device="cuda", build_root=root, build_workers=a.build_workers or None,
-                              time_budget_s=a.time_budget_s, progress=True)
+                              time_budget_s=a.time_budget_s, progress=True, on_result=seen)
     out["batch_s"] = time.time() - t0
     out["batch_eval_s"] = sum(r["eval_s"] or 0 for r in res)
     out["batch_ok"] = sum(r["status"] == "ok" for r in res)
