@@ -5,7 +5,9 @@
 # compiled again in the timed runner, under the GPU's lock: level1/84 8 s, level3/45 203 s), builds never verbose,
 # evaluate.py prints candidates per minute, scripts/ablate.sh reads ABLATE_DIR (it read this machine's OUT). Next:
 #  - D twice more (issue 14: three demo runs; the first is results/tiny/h200/demo_2026-12-01_s8*), each into a fresh
-#    build cache so that the second is not helped by the first's builds.
+#    build cache so that the second is not helped by the first's builds. One of them can be the GPU newcomer pass of
+#    issue 14 (a fresh helper with the README alone runs the main command there: allow it ONE run call, <= 580 s).
+#    Budget: start ~90 s + D 420 + D 420 + F 540 = ~1470 s; C2 (2 x <= 200 s) if what is left allows, else next time.
 #  - C2: throughput with and without the 2-core timing reservation (CUDAL1_PIN=0), each line stamped.
 #  - F (reward_norm ablation), F2 (async_rollouts), E with MODELS=1.5b.
 #  - B15a then B15b chained (the 15-minute from-scratch audit of issue 12 needs two calls: sum their times).
