@@ -288,10 +288,10 @@ def this_run():
 if __name__ == "__main__":
     common.exit_on_interrupt()  # SIGTERM (`timeout`, kill) raises KeyboardInterrupt, as Ctrl-C: the report is written
     config = common.configure(globals())
+    if kernels and not os.path.exists(kernels):  # the user's file first: a clear error before any about the device
+        sys.exit(f"error: kernels file {kernels!r} not found")
     if not summarize_only:
         common.check_device(device)
-    if kernels and not os.path.exists(kernels):
-        sys.exit(f"error: kernels file {kernels!r} not found")
     t0 = time.time()
     if kernels and model:
         sys.exit("error: give at most one of --kernels=FILE and --model=NAME (neither: the baselines alone)")

@@ -289,7 +289,7 @@ def write_report(out_dir, rows, tasks, mains, bl, unavailable, own_ref, runs, co
             f"torch {env.get('torch_version')}, CUDA {env.get('cuda_version') or 'none'}, Triton "
             f"{env.get('triton_version') or 'none'}, protocol {protocol}, atol {config.get('atol')}, rtol "
             f"{config.get('rtol')}, commit {env.get('git_commit')}, {env.get('date_utc')} UTC.\n"
-            + "".join(f"Command: `{c}`\n" for c in env["commands"]) + f"\nMeasured {len(measured)} of {len(names)} selected tasks"
+            + "".join(f"Command: `{c}`\n" for c in dict.fromkeys(env["commands"])) + f"\nMeasured {len(measured)} of {len(names)} selected tasks"
             + (f"; missing ({len(missing)}): {', '.join(missing[:40])}{' ...' if len(missing) > 40 else ''}" if missing else "")
             + "".join(f"\n- {m}: {len(have[m])} of {len(names)} tasks" + (f", missing {len(names) - len(have[m])}" if
                       len(have[m]) < len(names) else "") for m in methods if missing)

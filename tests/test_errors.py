@@ -74,6 +74,10 @@ def test_malformed_kernels_file_names_file_line_and_cause(tmp_path):
     p = run(["evaluate.py", f"--kernels={bad}", *args])
     assert one_error_line(p) == f"error: {bad}:1: neither {{'task', 'code'}} nor a CUDA-L1 line (level_id, task_id); " \
                                 "got a JSON list"
+    # a missing file is named before anything about the device (a newcomer's CPU machine and the default
+    # --device=cuda: the device error hid the mistyped path, 2026-12-02)
+    p = run(["evaluate.py", f"--kernels={tmp_path}/missing.jsonl", "--device=cuda", f"--eval_dir={tmp_path}/e"])
+    assert one_error_line(p) == f"error: kernels file '{tmp_path}/missing.jsonl' not found"
     p = run(["prepare.py", f"--kernelbench_dir={ROOT}/data/tiny_cpu/tasks", "--levels=0", "--device=cpu",
              f"--out_dir={tmp_path}/p", f"--import_kernels={bad}"])
     assert f"{bad}:1: neither" in one_error_line(p)

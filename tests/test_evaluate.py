@@ -358,6 +358,7 @@ def test_pipeline_with_fake_bench_and_resume(tmp_path, monkeypatch, capsys):
     assert len(fake.calls) == ncalls and len(_lines(f"{out}/results.jsonl")) == n
     assert "phase 1: 0 candidates of 0 tasks (2 tasks already measured)" in text2 and kern_all in text2
     assert "; 0 candidate rows measured by this run, 0.0 per minute" in text2
+    assert text2.count("Command: `") == 1, text2      # the rerun's command equals the first: named once
     text3 = _run(monkeypatch, capsys, fake, *args, "--summarize_only=True")
     assert len(fake.calls) == ncalls and kern_all in text3
     assert len(_lines(f"{out}/runs.jsonl")) == 2  # the two measuring runs are named; the re-summary is not
