@@ -43,7 +43,7 @@ _spec.loader.exec_module(pc)                 # shrink_task, header, runs_on_cpu:
 
 CPU_NO_REWARD = 1.5          # an honest ~1x op measures 0.6-1.1x here; every forgery in these files claims ~40x
 HEAVY = open(os.path.join(FIX, "cpu_task_matmul.py")).read()
-HEAVY_ATTACKS = {"judge_clock_shave", "judge_clock_nan",          # besides those that expect clock_mismatch:
+HEAVY_ATTACKS = {"judge_clock_nan",                               # besides those that expect clock_mismatch:
                  "judge_detached_chain"}     # its burners slow a 35 ms reference measurably, a 0.5 ms one hardly
 OWN_TASK = {"judge_task_rewrite"}     # it rewrites its task file: a task source of its own, so the judge loads it
 NEW_LEGIT = ["autocast_disabled", "cuda_comment_stream", "cudnn_tf32_default", "docstring_autocast_half",
@@ -190,9 +190,10 @@ def test_judge_attack_gets_no_reward(name, results):
 
 
 def test_gpu_only_attacks_are_the_known_ones():
-    """Every judge_*.py not run here needs CUDA (so the GPU suite, test_bench_gpu.py, is where it is tested)."""
+    """Every judge_*.py not run here needs CUDA or a GPU's clock (so the GPU suite, test_bench_gpu.py, is where it is
+    tested): the CUDA graph replay, and the 1.4x clock shave, which the CPU device's noise hides (its docstring)."""
     gpu_only = {os.path.basename(f)[:-3] for f in attack_files()} - set(cpu_attacks())
-    assert gpu_only == {"judge_cuda_graph_replay"}, gpu_only
+    assert gpu_only == {"judge_cuda_graph_replay", "judge_clock_shave"}, gpu_only
     assert len(attack_files()) >= 12
 
 
