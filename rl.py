@@ -59,7 +59,6 @@ the presets, run on rank 0 alone while the others wait.
 """
 import concurrent.futures
 import contextlib
-import hashlib
 import math
 import os
 import random
@@ -73,9 +72,9 @@ import torch
 import common
 
 import prompting
+import stages
 from rl_log import format_line, plot, step_summary
-
-T0 = time.time()  # about this command's start (after its imports), for the wall time printed at the end
+from stages import sha
 
 # -----------------------------------------------------------------------------
 # config
@@ -139,10 +138,6 @@ download = False  # prepare.py fetches KernelBench from GitHub when kernelbench_
 prepare_if_missing = False  # run prepare.py and sft.py first where their outputs are missing or unfinished
 run_evaluate = False  # run evaluate.py after RL: the SFT model and the RL model side by side
 # -----------------------------------------------------------------------------
-
-
-def sha(*parts):
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
 def sample_exemplars(entries, n, rng, method="bucket", width=0.25, temp=1.0):
@@ -285,73 +280,6 @@ def behaviour_logp(rows, device="cpu"):
     return out.to(device)
 
 
-CHAIN = ("prepare.py", "sft.py", "rl.py", "evaluate.py")  # the stages a preset chains, in this order
-STAGE_S = {}  # wall seconds of each stage this command ran (issue 12 item 5: printed at the end)
-
-
-def chain_state(script=None, state=None):
-    """out_dir/chain.json, {script: "started" | "done"} for the stages this run chained; with script and state it
-    is updated first. A stage left "started" was interrupted, and a rerun runs it again to continue."""
-    path = os.path.join(out_dir, "chain.json")
-    st = common.read_json(path) if os.path.exists(path) else {}
-    if script:
-        st[script] = state
-        os.makedirs(out_dir, exist_ok=True)
-        common.write_json_atomic(path, st)
-    return st
-
-
-def run_stage(script, argv, extra=()):
-    """Run another stage script as a subprocess with the settings it shares with this one (+ extra args), marked
-    started and then done in chain.json. A Ctrl-C or SIGTERM goes on to the stage (common.run_script), which keeps
-    what it measured or trained; this run then stops with exit status 130 and one line naming the stage and the
-    command that continues (issue 14 item 3). A stage that fails stops this run with exit status 1."""
-    shared = ("--preset", "--gpu", "--out_dir", "--device", "--arch", "--gpu_name", "--build_workers",
-              "--kernelbench_dir", "--download", "--seed")
-    chain_state(script, "started")
-    t = time.time()
-    rc, sig = common.run_script(script, [a for a in argv if a.split("=")[0] in shared] + list(extra))
-    if rc == 0:
-        chain_state(script, "done")
-        STAGE_S[script] = time.time() - t
-    if sig is None and rc == 0:
-        return
-    if sig is None and rc not in (130, -signal.SIGINT, -signal.SIGTERM):
-        sys.exit(f"error: {script} failed (exit status {rc}; its message is above); fix that and run this command again")
-    # after RL has steps, only --resume=True continues this out_dir (a plain rerun refuses to mix two runs)
-    again = " ".join(["python rl.py"] + argv + ([] if resume or script in CHAIN[:2] else ["--resume=True"]))
-    print(f"interrupted {'after' if rc == 0 else 'during'} {script} (stage {CHAIN.index(script) + 1} of 4: prepare "
-          f"-> sft -> rl -> evaluate); what it measured or trained is kept; continue with: {again}", flush=True)
-    sys.exit(130)
-
-
-def load_database(out_dir, task_names):
-    """The cold-start exemplar database and result cache from what the earlier stages measured.
-
-    Database: {task: [{code, speedup (x), step, source}]} of every *successful* kernel: out_dir/db.json (written by
-    prepare.py) and the correct rows of out_dir/seed.jsonl (prepare's measured seed kernels, plus any imported
-    collection such as CUDA-L1's release, same row format: task, code, correct, speedup, result, variant/source),
-    each kernel once; step = -1 for all of them (before RL). Cache: {sha(task, code): bench result} of every seed
-    row, so RL never re-times a kernel prepare.py already measured on this GPU. CUDA-L1 §3; issue 4 item 2.
-    """
-    db, cache = {n: [] for n in task_names}, {}
-
-    def add(task, code, speedup, step, source):
-        if task in db and speedup is not None and all(e["code"] != code for e in db[task]):
-            db[task].append(dict(code=code, speedup=speedup, step=step, source=source))
-    if os.path.exists(os.path.join(out_dir, "db.json")):
-        for task, entries in common.json.load(open(os.path.join(out_dir, "db.json"))).items():
-            for e in entries:
-                add(task, e["code"], e["speedup"], e.get("step", -1), e.get("source", "db.json"))
-    if os.path.exists(os.path.join(out_dir, "seed.jsonl")):
-        for r in common.read_jsonl(os.path.join(out_dir, "seed.jsonl")):
-            cache[sha(r["task"], r["code"])] = r["result"]
-            if r.get("correct"):
-                add(r["task"], r["code"], r.get("speedup") or r["result"].get("speedup"), -1,
-                    r.get("source") or f"variant:{r.get('variant', '?')}")
-    return db, cache
-
-
 def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nullcontext(), world=1, num_masked=0):
     """One GRPO update (num_iterations optimizer steps) on this rank's completions; hyperparameters are this module's
     config globals (beta, epsilon, epsilon_high, loss_type, micro_batch_size, temperature, grad_clip...).
@@ -429,17 +357,8 @@ if __name__ == "__main__":
     rl_dir = os.path.join(out_dir, "rl")
     # the earlier stages, when the preset chains them: rank 0 runs them, the other ranks wait at the barrier. A stage
     # whose output is missing runs; so does one an interrupt left unfinished (chain.json), continuing where it was.
-    chain = chain_state() if master and prepare_if_missing else {}
-    if master and prepare_if_missing and (not os.path.exists(os.path.join(out_dir, "db.json"))
-                                          or chain.get("prepare.py") == "started"):
-        run_stage("prepare.py", argv)
-    elif master and chain.get("prepare.py") == "done":
-        print(f"prepare.py: done earlier in {out_dir}, skipped", flush=True)
-    if master and prepare_if_missing and not policy and (not os.path.exists(os.path.join(out_dir, "sft", "config.json"))
-                                                         or chain.get("sft.py") == "started"):
-        run_stage("sft.py", argv, ["--resume=True"] if chain.get("sft.py") == "started" else [])
-    elif master and not policy and chain.get("sft.py") == "done":
-        print(f"sft.py: done earlier in {out_dir}/sft, skipped", flush=True)
+    if master and prepare_if_missing:
+        stages.run_earlier(argv, out_dir, resume, policy)
     common.ddp_barrier()
     t_rl = time.time()
     log_path = os.path.join(rl_dir, "log.jsonl")
@@ -470,7 +389,7 @@ if __name__ == "__main__":
         sys.exit(f"error: no tasks with split={split!r} in {out_dir}/tasks.jsonl" + (
             f" that are not degenerate ({len(degenerate)} are; --train_degenerate=True to use them)" if degenerate else ""))
     try:
-        db, cache = load_database(out_dir, list(tasks))
+        db, cache = stages.load_database(out_dir, list(tasks))
         if result_cache:  # measurements of an earlier run on the same GPU (same task + same source = same kernel)
             cache.update(common.read_json(result_cache))
     except (ValueError, OSError) as e:
@@ -720,9 +639,8 @@ if __name__ == "__main__":
               f"{last['frac_of_best']:.2f}")
     del llm
     common.ddp_cleanup()
-    STAGE_S["rl.py"] = time.time() - t_rl
+    stages.STAGE_S["rl.py"] = time.time() - t_rl
     if master and run_evaluate:  # the model before RL and after, on the same prompts (issue 14 item 2)
-        run_stage("evaluate.py", argv, [f"--model=before_rl={init_src},after_rl={ckpt_dir}"])
-    if master and len(STAGE_S) > 1:
-        print("wall time: " + ", ".join(f"{k[:-3]} {v:.0f} s" for k, v in STAGE_S.items())
-              + f"; this command {time.time() - T0:.0f} s", flush=True)
+        stages.run_stage("evaluate.py", argv, out_dir, resume, [f"--model=before_rl={init_src},after_rl={ckpt_dir}"])
+    if master:
+        stages.print_wall_time()

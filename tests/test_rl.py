@@ -11,6 +11,7 @@ import common
 
 import prompting
 import rl
+import stages
 
 
 # --- advantages -------------------------------------------------------------
@@ -525,11 +526,11 @@ def test_load_database_merges_db_and_seed_rows(tmp_path):
             dict(task="t1", code="B", correct=True, speedup=2.0, result=dict(ok, speedup=2.0), source="cudal1:a100"),
             dict(task="t2", code="C", correct=False, speedup=None, result=dict(status="incorrect"), variant="c")]
     (tmp_path / "seed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    db, cache = rl.load_database(str(tmp_path), ["t1", "t2"])
+    db, cache = stages.load_database(str(tmp_path), ["t1", "t2"])
     assert [(e["code"], e["speedup"], e["step"], e["source"]) for e in db["t1"]] == \
         [("A", 1.5, -1, "variant:a"), ("B", 2.0, -1, "cudal1:a100")]
     assert db["t2"] == []
-    assert cache[rl.sha("t2", "C")]["status"] == "incorrect" and len(cache) == 3
+    assert cache[stages.sha("t2", "C")]["status"] == "incorrect" and len(cache) == 3
 
 
 def test_vllm_generate_converts_outputs(monkeypatch):
