@@ -149,8 +149,8 @@ def print_help(g):
     out = [textwrap.fill(" ".join(doc[:doc.index("")] if "" in doc else doc[:1]), 120)]  # the first paragraph
     out += [line for line in doc if re.match(r"\s+(python|torchrun) ", line)]
     out.append("\n" + textwrap.fill(f"settings (--key=value; --preset=NAME: {', '.join(presets)} from config/; "
-                                     f"--gpu=NAME: {', '.join(GPU_PRESETS)}). More in the docstring of {script} and "
-                                     f"in README.md.", 120))
+                                     f"--gpu=NAME: {', '.join(GPU_PRESETS)}), shown applied. More: {script}'s "
+                                     f"docstring, README.md.", 120))
     for title, items in config_block(g["__file__"]):
         if title:
             out.append(f"\n{title}:")

@@ -54,7 +54,8 @@ Departures, so that nobody compares the wrong numbers:
   - "Measured" are the tasks with a row for every method. A partial run (stopped early) reports each method over
     the tasks it has rows for, and "K vs B" over the tasks both have, saying how many each method misses.
 
-Outputs in eval_dir (default out_dir/eval): results.jsonl (a row per (task, method)), kernels.jsonl (every distinct
+Outputs in eval_dir (default out_dir/eval; with --kernels=F out_dir/eval_<F's name>, so that checking a kernels file
+never rewrites the report of a model's evaluation in the same run folder, e.g. the demo's): results.jsonl (a row per (task, method)), kernels.jsonl (every distinct
 kernel's bench result), runs.jsonl (command, date, commit, versions of every measuring run), summary.json, summary.md
 (the tables, also printed, with the commands and versions), per_task.csv (every per-task number),
 speedup_sorted.png, speedup_vs_baselines.png, and with --model samples.jsonl (every answer).
@@ -101,7 +102,7 @@ arch = "9.0"                    # nvcc arch for bench's builds
 gpu_name = "NVIDIA H200"        # the GPU named in the prompt
 protocol = "strict"             # bench's timing protocol: strict | kernelbench | cudal1
 out_dir = "out"                 # the run folder of the other stages
-eval_dir = ""                   # where results go; "" = out_dir/eval
+eval_dir = ""                   # where results go; "" = out_dir/eval (with --kernels=F: out_dir/eval_<F's name>)
 atol = 1e-2                     # absolute tolerance of the output check
 rtol = 1e-2                     # relative tolerance of the output check
 timeout_s = 300.0               # per candidate, in bench (build, checks and timing), s
@@ -290,6 +291,10 @@ if __name__ == "__main__":
     config = common.configure(globals())
     if kernels and not os.path.exists(kernels):  # the user's file first: a clear error before any about the device
         sys.exit(f"error: kernels file {kernels!r} not found")
+    try:                                        # ... and its malformed lines (a newcomer's CPU machine and the default
+        krows = taskset.read_kernels(kernels) if kernels else []   # --device=cuda: the device error came first)
+    except ValueError as e:
+        sys.exit(f"error: {e}")
     if not summarize_only:
         common.check_device(device)
     t0 = time.time()
@@ -308,7 +313,8 @@ if __name__ == "__main__":
         sys.exit("error: nothing to evaluate: no --kernels, no --model and no --baselines")
     tasks_file = tasks_file or os.path.join(out_dir, "tasks.jsonl")
     db_file = db_file or os.path.join(out_dir, "rl", "db.json")
-    out_dir = eval_dir or os.path.join(out_dir, "eval")  # from here on out_dir is where this stage writes
+    stem = re.sub(r"\W+", "_", os.path.splitext(os.path.basename(kernels))[0]) if kernels else ""
+    out_dir = eval_dir or os.path.join(out_dir, f"eval_{stem}" if kernels else "eval")  # where this stage writes
     os.makedirs(out_dir, exist_ok=True)
     res_path = os.path.join(out_dir, "results.jsonl")
     rows = read_results(res_path)  # every (task, method) row already measured is kept and not measured again
@@ -320,7 +326,6 @@ if __name__ == "__main__":
         kernelbench_dir = taskset.find_kernelbench()
     try:
         tasks = taskset.read_task_set(tasks_file, kernelbench_dir, [int(x) for x in str(levels).split(",") if x])
-        krows = taskset.read_kernels(kernels) if kernels else []
     except ValueError as e:
         sys.exit(f"error: {e}")
     task_source = tasks_file if os.path.exists(tasks_file) else kernelbench_dir or "the kernels file's ref_code"
@@ -379,7 +384,7 @@ if __name__ == "__main__":
                     num_correct_trials=num_correct_trials or None, time_budget_s=time_budget_s,
                     arch=(arch or None) if device.startswith("cuda") else None)
     save_lock = __import__("threading").Lock()
-    interrupted = None
+    interrupted, timed_now = None, []  # timed_now: the distinct kernels this run measured
     try:
         # ---- phase 1: the candidates, samples[(task, method)] = [(code or None, why there is none)], then every
         # distinct (task, code) measured once for all methods; kernels.jsonl keeps each result
@@ -397,9 +402,10 @@ if __name__ == "__main__":
         measured = {(r["task"], r["key"]): r["result"] for r in common.read_appended(kpath) if {"key", "result"} <= set(r)}
         ptasks = list(dict.fromkeys(n for n, _ in todo))
         if mains and not summarize_only:
-            old = {key(n, c) for (n, _), s in samples.items() for c, _ in s if c} & set(measured)
-            print(f"phase 1: {sum(bool(c) for s in samples.values() for c, _ in s)} candidates of {len(ptasks)} tasks "
-                  f"({len(names) - len(ptasks)} tasks already measured"
+            distinct = {key(n, c) for (n, _), s in samples.items() for c, _ in s if c}
+            old = distinct & set(measured)
+            print(f"phase 1: {sum(bool(c) for s in samples.values() for c, _ in s)} answers of {len(ptasks)} tasks, "
+                  f"{len(distinct)} distinct kernels, each timed once ({len(names) - len(ptasks)} tasks already measured"
                   + (f"; {len(old)} kernels measured by an earlier run are reused" if old else "") + ")")
         def finish(n):  # the task's rows, once every one of its kernels is measured (called under save_lock)
             for m, src in mains:
@@ -439,6 +445,7 @@ if __name__ == "__main__":
                 if is_oom(res) and not res.get("retried_after_oom"):
                     return                # retry_oom runs it again alone, then calls keep with that result
                 with save_lock:
+                    timed_now.append(j)
                     measured[key(jobs[j][0], jobs[j][2])] = res
                     common.append_jsonl(kpath, dict(task=jobs[j][0], key=key(jobs[j][0], jobs[j][2])[1], result=res))
                     finish(jobs[j][0])
@@ -550,7 +557,7 @@ if __name__ == "__main__":
     new = [k for k in rows if k[1] not in ("screen", "eager") and k not in measured_before]
     took = time.time() - t0
     print(f"wrote {out_dir}/results.jsonl, summary.md, summary.json, per_task.csv and plots in {took:.0f}s; "
-          f"{len(new)} candidate rows measured by this run, {60 * len(new) / max(took, 1e-9):.1f} per minute "
-          f"(issue 12; eager rows and degenerate screens not counted)")
+          f"{len(timed_now)} distinct kernels measured by this run, {60 * len(timed_now) / max(took, 1e-9):.1f} per "
+          f"minute (issue 12; baselines not counted), making {len(new)} (task, method) rows")
     if interrupted:
         sys.exit(130)

@@ -15,9 +15,11 @@ One step, read top to bottom in the loop at the end of this file:
     error, crash, wrong output, a flagged hack); normalise and clip to [-reward_clip, reward_clip] as the paper
     does, over the whole batch (reward_norm="batch") or within each prompt's group ("group"), then group-normalised
     advantages as in GRPO. With scale_rewards="group" the two differ only through the clip (standardising a group
-    undoes any affine map of its rewards). The paper does not say over which set it normalises; the default stays
-    "batch" (the behaviour before issue 13) until the ablation scripts/ablate_reward_norm.sh (the tiny preset with
-    each, from the same prepared data and SFT model) is run on the H200 and the default is chosen from its curves;
+    undoes any affine map of its rewards). The paper does not say over which set it normalises. Default "batch":
+    on the H200 (scripts/ablate_reward_norm.sh, tiny preset, 2026-12-02, results/tiny/h200/ablate_reward_norm) both
+    learned alike (speedup per sampled kernel 1.06 -> 1.86x batch, 1.06 -> 1.84x group); on CPU (3 seeds) group
+    ended nearer each task's best kernel (0.86-0.94 vs 0.65-0.89), a hint, not a verdict; the README's demo figures
+    were measured with batch. Try "group" where tasks' speedups differ widely;
  5. one GRPO update per generated batch (num_iterations of them), log-probs recomputed by the training model;
  6. every correct kernel goes into the task's exemplar database, so later prompts show better exemplars.
 
@@ -46,8 +48,10 @@ band in the direction its advantage pushes gives no gradient (grpo_loss; clip_fr
 num_iterations > 1 the recorded old_logp serves every pass. The k3 KL term is taken on the stale tokens without an
 importance weight, as TRL does, so its logged value is not the on-policy estimate. The prompts of step k+1 are
 written before step k's kernels enter the database (exemplars lag one step). Every step, the last too, generates the
-next batch, which the checkpoint keeps, so --resume continues exactly. Default: synchronous (async_rollouts=False)
-until the ablation on the H200 (steps per hour and curves with and without) says otherwise.
+next batch, which the checkpoint keeps, so --resume continues exactly. Default: synchronous. On the H200 (tiny
+preset, 2026-12-02, results/tiny/h200/ablate_async_rollouts) both learned alike (1.06 -> 1.86x sync, 0.85 -> 1.86x
+async, clip_frac <= 0.005), and there generation is 0.4-1.4 s a step, so there is little to overlap; the gain is
+for real models, whose generation takes tens of seconds (not measured here).
 
 Many GPUs (torchrun, issue 4): every rank holds the whole model, generates and evaluates num_prompts / world_size
 prompts on its own GPU, and gradients are summed over the ranks (the loss is divided by the totals of the whole

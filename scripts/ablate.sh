@@ -10,12 +10,15 @@
 #   PRESET=tiny_cpu ABLATE_DIR=out/abl_check scripts/ablate.sh reward_norm batch group -- --max_steps=2   # a CPU check
 #
 # Environment: PRESET (tiny), ABLATE_DIR (out/ablate_SETTING; not OUT, which the GPU machine sets), SEEDS (1337),
-# RESULTS (ABLATE_DIR: where SETTING.png and SETTING.txt go, e.g. results/tiny/h200/ablate_SETTING). A run that
+# RESULTS (ABLATE_DIR: where SETTING.png and SETTING.txt go, e.g. results/tiny/h200/ablate_SETTING), SHARED_BUILDS (0:
+# each run builds into a build cache of its own, RUN/build, so that steps per hour compare; 1: the machine's cache, where
+# a later run finds the kernels an earlier one built: on the H200, 2026-12-02, the second of two runs drawing the same
+# kernels spent 23 s evaluating against the first's 71 s, and read 2.6x the steps per hour). A run that
 # already has a log is resumed (--resume=True), so the script can be re-run after an interruption; a finished run is
 # left as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 2 ] || { sed -n '2,15p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,18p' "$0"; exit 2; }
 SETTING=$1; shift
 values=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do values+=("$1"); shift; done
@@ -42,7 +45,10 @@ for seed in $SEEDS; do
     fi
     resume=()
     [ -s "$run/rl/log.jsonl" ] && resume=(--resume=True)
-    python rl.py --preset="$PRESET" --out_dir="$run" --"$SETTING"="$v" --seed="$seed" \
+    builds=()
+    case "$run" in /*) root="$run/build" ;; *) root="$PWD/$run/build" ;; esac
+    [ "${SHARED_BUILDS:-0}" = 1 ] || builds=(env CUDAL1_BUILD_ROOT="$root")
+    "${builds[@]}" python rl.py --preset="$PRESET" --out_dir="$run" --"$SETTING"="$v" --seed="$seed" \
       --prepare_if_missing=False --run_evaluate=False "${resume[@]}" "$@"
     curves+=("$name=$run/rl/log.jsonl")
   done

@@ -78,6 +78,11 @@ def test_malformed_kernels_file_names_file_line_and_cause(tmp_path):
     # --device=cuda: the device error hid the mistyped path, 2026-12-02)
     p = run(["evaluate.py", f"--kernels={tmp_path}/missing.jsonl", "--device=cuda", f"--eval_dir={tmp_path}/e"])
     assert one_error_line(p) == f"error: kernels file '{tmp_path}/missing.jsonl' not found"
+    # ... and so is a malformed line (a GPU-less CI machine is the CPU newcomer's case: --device=cuda fails here)
+    bad2 = tmp_path / "k2.jsonl"
+    bad2.write_text('{"task": "x", "code": \n')
+    p = run(["evaluate.py", f"--kernels={bad2}", "--device=cuda", f"--eval_dir={tmp_path}/e"])
+    assert one_error_line(p) == f"error: {bad2}:1: not valid JSON (Expecting value: column 22); fix or delete that line"
     p = run(["prepare.py", f"--kernelbench_dir={ROOT}/data/tiny_cpu/tasks", "--levels=0", "--device=cpu",
              f"--out_dir={tmp_path}/p", f"--import_kernels={bad}"])
     assert f"{bad}:1: neither" in one_error_line(p)

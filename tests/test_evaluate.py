@@ -304,6 +304,19 @@ def _csv(path):
     return {r["task"]: r for r in csv.DictReader(open(path))}
 
 
+def test_a_kernels_file_gets_its_own_eval_dir(tmp_path, monkeypatch, capsys):
+    """--kernels=F without --eval_dir writes to out_dir/eval_<F's name>: checking a kernels file in the demo's run
+    folder rewrote the demo's summary.md with no before/after table (newcomer pass, 2026-12-02)."""
+    kern = tmp_path / "my kernels.jsonl"
+    kern.write_text(open(os.path.join(FIX, "eval_kernels.jsonl")).read())
+    os.makedirs(tmp_path / "eval")
+    (tmp_path / "eval" / "summary.md").write_text("the demo's report\n")
+    _run(monkeypatch, capsys, FakeBench(), f"--kernels={kern}", f"--tasks_file={FIX}/eval_tasks.jsonl",
+         "--device=cpu", "--baselines=eager", f"--out_dir={tmp_path}", "--compile_workers=0")
+    assert (tmp_path / "eval" / "summary.md").read_text() == "the demo's report\n"
+    assert len(_lines(tmp_path / "eval_my_kernels" / "results.jsonl")) == 2 * 2  # kernels and eager, 2 tasks
+
+
 def test_pipeline_with_fake_bench_and_resume(tmp_path, monkeypatch, capsys):
     fake, out = FakeBench(), str(tmp_path / "eval")
     args = [f"--kernels={FIX}/eval_kernels.jsonl", f"--tasks_file={FIX}/eval_tasks.jsonl", "--device=cpu",
@@ -338,7 +351,9 @@ def test_pipeline_with_fake_bench_and_resume(tmp_path, monkeypatch, capsys):
     assert text.count(kern_all) == 2 and "### without degenerate tasks" in text
     assert "| all | 1 | 0 | 1 | 0 | 0 | 0% |" in text  # 1 correct kernel, PyTorch only (custom_kernel_calls 0)
     assert "hacks named by bench, by kind: none" in text
-    assert "; 6 candidate rows measured by this run, " in text and " per minute " in text   # issue 12 item 4
+    # issue 12 item 4: kernels per minute; the kernels (2), not the rows they make (with the baselines' 6)
+    assert "; 2 distinct kernels measured by this run, " in text and " per minute " in text, text
+    assert "phase 1: 2 answers of 2 tasks, 2 distinct kernels, each timed once (0 tasks already measured)" in text
     summary = json.load(open(f"{out}/summary.json"))
     assert summary["unavailable"] == {"cuda_graph": "needs a CUDA device"} and summary["config"]["device"] == "cpu"
     assert summary["env"]["torch_version"] == "9.9" and "--baselines=" in summary["env"]["commands"][0]
@@ -356,8 +371,8 @@ def test_pipeline_with_fake_bench_and_resume(tmp_path, monkeypatch, capsys):
     n, ncalls = len(_lines(f"{out}/results.jsonl")), len(fake.calls)
     text2 = _run(monkeypatch, capsys, fake, *args)
     assert len(fake.calls) == ncalls and len(_lines(f"{out}/results.jsonl")) == n
-    assert "phase 1: 0 candidates of 0 tasks (2 tasks already measured)" in text2 and kern_all in text2
-    assert "; 0 candidate rows measured by this run, 0.0 per minute" in text2
+    assert "phase 1: 0 answers of 0 tasks, 0 distinct kernels, each timed once (2 tasks already measured)" in text2 and kern_all in text2
+    assert "; 0 distinct kernels measured by this run, 0.0 per minute" in text2
     assert text2.count("Command: `") == 1, text2      # the rerun's command equals the first: named once
     text3 = _run(monkeypatch, capsys, fake, *args, "--summarize_only=True")
     assert len(fake.calls) == ncalls and kern_all in text3
@@ -643,7 +658,7 @@ def test_end_to_end_cpu_with_real_bench(tmp_path):
     n = len(_lines(f"{out}/results.jsonl"))
     p2 = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p2.returncode == 0, p2.stdout + p2.stderr
-    assert "phase 1: 0 candidates of 0 tasks (2 tasks already measured)" in p2.stdout
+    assert "phase 1: 0 answers of 0 tasks, 0 distinct kernels, each timed once (2 tasks already measured)" in p2.stdout
     assert len(_lines(f"{out}/results.jsonl")) == n  # nothing measured again
     assert line in p2.stdout
 

@@ -1,16 +1,13 @@
-# The GPU measurements issues 12-14 still owe. Session 9 of 2026-12-02 (results/bench/2026-12-02_s9/COMMANDS.md):
-# A passed whole (81/0; judge_clock_shave named at 0.69 ms against 0.5), C's repeatability (2.84%) and timing table
-# met their targets, E measured 0.5b, B0 finished the audit (250/250). Fixed since on the CPU side only: a failed
-# build is now kept when its log names our precompiled header's folder (it never was, so every failed build was
-# compiled again in the timed runner, under the GPU's lock: level1/84 8 s, level3/45 203 s), builds never verbose,
-# evaluate.py prints candidates per minute, scripts/ablate.sh reads ABLATE_DIR (it read this machine's OUT). Next:
-#  - D twice more (issue 14: three demo runs; the first is results/tiny/h200/demo_2026-12-01_s8*), each into a fresh
-#    build cache so that the second is not helped by the first's builds. One of them can be the GPU newcomer pass of
-#    issue 14 (a fresh helper with the README alone runs the main command there: allow it ONE run call, <= 580 s).
-#    Budget: start ~90 s + D 420 + D 420 + F 540 = ~1470 s; C2 (2 x <= 200 s) if what is left allows, else next time.
-#  - C2: throughput with and without the 2-core timing reservation (CUDAL1_PIN=0), each line stamped.
-#  - F (reward_norm ablation), F2 (async_rollouts), E with MODELS=1.5b.
-#  - B15a then B15b chained (the 15-minute from-scratch audit of issue 12 needs two calls: sum their times).
+# The GPU measurements issues 12-13 still owe. Session 10 of 2026-12-02 (results/bench/2026-12-02_s10/COMMANDS.md)
+# ran D (431 s) and a newcomer's demo (443 s): issue 14's three GPU demo runs are done; F and F2 ran (both ablations'
+# curves are in results/tiny/h200/ablate_*), but F2's steps per hour do not compare (the runs shared a build cache;
+# scripts/ablate.sh now gives each run its own); bench_throughput: 85.9 s, the GPU's lock the bottleneck (0.71 s of
+# each evaluation's 1.13 s is the reference's fresh runner; its parts are now logged as ref_kill/ref_start/
+# ref_setup/ref_calls). Next, in this order (start ~90 s):
+#  - C2's first line alone (throughput with the reference's parts, ~100 s), to decide what to cut;
+#  - E with MODELS=1.5b (issue 13 item 5; <= 540 s);
+#  - F2 again (fresh ABLATE_DIR: prepare + sft + 2 runs, each run its own build cache; ~330 s) for steps per hour;
+#  - B15a then B15b chained (the 15-minute from-scratch audit of issue 12: sum their times), once throughput is fixed.
 # Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
 # files copied into .kb/ (carry .kb). Chain the calls: a call made within 30 s of the last one finds the machine warm
 # (no start, and its build cache is still there). On nvidia-h200-x2 run two cases at once, one per GPU, each under
@@ -80,15 +77,19 @@ D)  # issue 14 + issue 12 item 5: the main command on one GPU (wall time); issue
     tar czf $OUT/r/demo.tgz out/tiny/rl/log.jsonl out/tiny/rl/curves.png out/tiny/rl/samples* out/tiny/eval/summary.md \
         out/tiny/eval/results.jsonl out/tiny/seed.jsonl
     ;;
-E)  timeout -k 10 540 python scripts/rl_scale.py --models=${MODELS:-0.5b} --out=$OUT/r/rl_scale.jsonl > $OUT/r/rl_scale.log 2>&1
+E)  # issue 13 items 5-6: eval_s projects the step time with and without async_rollouts; 86 s = the 64-kernel batch
+    # of scripts/bench_throughput.py on this H200 (results/bench/2026-12-02_s10), one step's 8 x 8 distinct kernels
+    timeout -k 10 540 python scripts/rl_scale.py --models=${MODELS:-1.5b} --eval_s=${EVAL_S:-86} \
+        --out=$OUT/r/rl_scale.jsonl > $OUT/r/rl_scale.log 2>&1
     ;;
 F)  # issue 13 item 2: the reward_norm ablation on the tiny preset (resumable: run F again, chained, to finish)
-    timeout -k 20 540 bash scripts/ablate_reward_norm.sh 2>&1 | stamp > $OUT/r/ablate_reward_norm.log
-    tar czf $OUT/r/ablate.tgz out/ablate_reward_norm
+    # ABLATE_DIR shared with F2: its prepared data and SFT model (ABLATE_DIR/base) serve both ablations
+    ABLATE_DIR=out/ablate timeout -k 20 540 bash scripts/ablate_reward_norm.sh 2>&1 | stamp > $OUT/r/ablate_reward_norm.log
+    tar czf $OUT/r/ablate.tgz --exclude='*.safetensors' --exclude='*.pt' out/ablate
     ;;
 F2) # issue 13 item 6: rollouts overlapping evaluation, or not (resumable likewise)
-    timeout -k 20 540 bash scripts/ablate.sh async_rollouts False True 2>&1 | stamp > $OUT/r/ablate_async.log
-    tar czf $OUT/r/ablate_async.tgz out/ablate_async_rollouts
+    ABLATE_DIR=out/ablate timeout -k 20 540 bash scripts/ablate.sh async_rollouts False True 2>&1 | stamp > $OUT/r/ablate_async.log
+    tar czf $OUT/r/ablate_async.tgz --exclude='*.safetensors' --exclude='*.pt' out/ablate
     ;;
 esac
 tar czf $OUT/r.tgz -C $OUT r
