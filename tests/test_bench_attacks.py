@@ -41,7 +41,9 @@ _spec = importlib.util.spec_from_file_location("precision_calibration",
 pc = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(pc)                 # shrink_task, header, runs_on_cpu: the same rules as the calibration
 
-CPU_NO_REWARD = 1.5          # an honest ~1x op measures 0.6-1.1x here; every forgery in these files claims ~40x
+CPU_NO_REWARD = 2.0          # an honest ~1x op measures 0.6-1.1x here alone, and read 1.53x once beside another
+                             # test worker (judge_task_rewrite: ref 0.71 vs cand 0.46 ms of CPU time, 2026-12-02);
+                             # every forgery in these files claims ~40x (task_rewrite's sleep would read ~140x)
 HEAVY = open(os.path.join(FIX, "cpu_task_matmul.py")).read()
 HEAVY_ATTACKS = {"judge_clock_nan",                               # besides those that expect clock_mismatch:
                  "judge_detached_chain"}     # its burners slow a 35 ms reference measurably, a 0.5 ms one hardly
