@@ -4,7 +4,14 @@
 # scripts/ablate.sh now gives each run its own); bench_throughput: 85.9 s, the GPU's lock the bottleneck (0.71 s of
 # each evaluation's 1.13 s is the reference's fresh runner; its parts are now logged as ref_kill/ref_start/
 # ref_setup/ref_calls). Next, in this order (start ~90 s):
-#  - C2's first line alone (throughput with the reference's parts, ~100 s), to decide what to cut;
+#  - C2's first line alone (throughput with the reference's parts, ~100 s), to decide what to cut. The plan for
+#    issue 12's 60 s (CPU work first): time the reference in the candidate's OWN runner before the candidate is
+#    imported (phase A under the lock: Model, exchange, warm-up, timed calls; phase B off the lock: import the
+#    candidate, builds cached ahead; phase C under the lock: ModelNew, trials, timed calls, kill). Nothing of the
+#    candidate has run anywhere when its reference is timed (its build-ahead runner is dead), as now; the second
+#    process, its fork, CUDA context, IPC exchange and death (~0.45 s of the 1.13 s held) disappear, and both sides
+#    share one process's fixed overhead (a better clock check). Costs: separate n per side; a remeasured candidate
+#    pairs both its sets with the one reference set; the attack tests and README's trust-boundary text follow.
 #  - E with MODELS=1.5b (issue 13 item 5; <= 540 s);
 #  - F2 again (fresh ABLATE_DIR: prepare + sft + 2 runs, each run its own build cache; ~330 s) for steps per hour;
 #  - B15a then B15b chained (the 15-minute from-scratch audit of issue 12: sum their times), once throughput is fixed.
