@@ -106,7 +106,6 @@ class _Session:
         self.task_key = _hash(task_src) + _hash(json.dumps([o["device"], o["protocol"], o["trials"], o["atol"],
                                                             o["rtol"]]))
         self.rw, self.hacks, self.rng = None, [], random.Random()
-        self.retired = []                                 # (runner, folder) of references done timing: retire()
         self.pool = None                                  # the first draw's (cand_sets, ref_sets): measure()
         self.deadline = time.perf_counter() + o["timeout_s"]
         self.mem_limit = float(os.environ.get("CUDAL1_MEM_LIMIT_GB") or MEM_LIMIT_GB) * 2 ** 30
@@ -382,9 +381,7 @@ class _Session:
         was 48.0 ms per call against the candidate's 48.9: a false clock_mismatch on the H200.)
         Its parts go to phase_s as ref_kill (the candidate's death), ref_start (the fork), ref_setup (import, Model,
         inputs) and ref_calls (warm-up and timed calls): on the H200 this phase was 0.71 s of the 1.1 s an
-        evaluation holds the GPU's lock (results/bench/2026-12-02_s10/call4_throughput.log, issue 12 item 4).
-        The reference's runner, once its calls are done, is killed after the lock is released (run(); ref_exit in
-        phase_s): its death (a CUDA context torn down) need not hold the GPU, and it runs only the task's code."""
+        evaluation holds the GPU's lock (results/bench/2026-12-02_s10/call4_throughput.log, issue 12 item 4)."""
         t, parts = time.perf_counter(), self.res["phase_s"]
 
         def part(name):
@@ -410,13 +407,13 @@ class _Session:
             self.warm("ref")
             self.ref_sets = [self.timed_set("ref", self.n) for _ in self.cand_sets]
             part("ref_calls")
-        except BaseException as e:
-            self.rw.kill()
-            shutil.rmtree(tmp, ignore_errors=True)
-            if isinstance(e, _Stop) and e.status == "hack":   # nothing of the candidate runs here: the task failed
+        except _Stop as e:
+            if e.status == "hack":                        # nothing of the candidate runs here: the task failed
                 raise _Stop("crash", None, f"the reference's runner failed: {e}", "TaskError")
             raise
-        self.retired.append((self.rw, tmp))              # killed once the GPU's lock is free (run())
+        finally:
+            self.rw.kill()
+            shutil.rmtree(tmp, ignore_errors=True)
         self.lap("reference")
 
     def verdict(self):
@@ -496,20 +493,8 @@ class _Session:
             first, self.hacks, self.pool = c, [], (self.cand_sets, self.ref_sets)
             self.restart()
 
-    def retire(self):
-        """Kills the reference's runners whose calls are done and removes their folders; ref_exit: the seconds."""
-        t0 = time.perf_counter()
-        while self.retired:
-            rw, tmp = self.retired.pop()
-            rw.kill()
-            if self.live is not None:
-                self.live.discard(rw)
-            shutil.rmtree(tmp, ignore_errors=True)
-            self.res["phase_s"]["ref_exit"] = round(time.perf_counter() - t0, 3)
-
     def restart(self):
         """A fresh runner of the candidate, ready to time (its builds are cached; its checks already passed)."""
-        self.retire()                                     # the first draw's reference: never beside the candidate
         self.rw = self.fork_runner(self.tmp, self.cand_src, self.o["flags_override"], 0, self.o["extra_env"])
         for cmd in (dict(op="import"), dict(op="models"), dict(op="exchange", spec=self.ex_spec)):
             r, _ = self.ask(cmd)
@@ -544,8 +529,7 @@ class _Session:
             import traceback
             res.update(status="crash", correct=False, error_type=type(e).__name__,
                        error=runner.truncate(f"evaluator error: {type(e).__name__}: {e}\n{traceback.format_exc()}"))
-        finally:                                          # the GPU's lock is free here
-            self.retire()
+        finally:
             if self.rw is not None:
                 self.rw.kill()
                 if self.live is not None:
