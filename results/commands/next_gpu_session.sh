@@ -12,6 +12,7 @@
 #    process, its fork, CUDA context, IPC exchange and death (~0.45 s of the 1.13 s held) disappear, and both sides
 #    share one process's fixed overhead (a better clock check). Costs: separate n per side; a remeasured candidate
 #    pairs both its sets with the one reference set; the attack tests and README's trust-boundary text follow.
+#    Smaller: kill the reference's runner after the lock (tried in session 10 on CPU, reverted until measured here).
 #  - E with MODELS=1.5b (issue 13 item 5; <= 540 s);
 #  - F2 again (fresh ABLATE_DIR: prepare + sft + 2 runs, each run its own build cache; ~330 s) for steps per hour;
 #  - B15a then B15b chained (the 15-minute from-scratch audit of issue 12: sum their times), once throughput is fixed.
