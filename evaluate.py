@@ -55,10 +55,11 @@ Departures, so that nobody compares the wrong numbers:
     the tasks it has rows for, and "K vs B" over the tasks both have, saying how many each method misses.
 
 Outputs in eval_dir (default out_dir/eval; with --kernels=F out_dir/eval_<F's name>, so that checking a kernels file
-never rewrites the report of a model's evaluation in the same run folder, e.g. the demo's): results.jsonl (a row per (task, method)), kernels.jsonl (every distinct
-kernel's bench result), runs.jsonl (command, date, commit, versions of every measuring run), summary.json, summary.md
-(the tables, also printed, with the commands and versions), per_task.csv (every per-task number),
-speedup_sorted.png, speedup_vs_baselines.png, and with --model samples.jsonl (every answer).
+never rewrites the report of a model's evaluation in the same run folder, e.g. the demo's): results.jsonl (a row per
+(task, method)), kernels.jsonl (every distinct kernel's bench result), runs.jsonl (command, date, commit, versions of
+every measuring run), summary.json, summary.md (the tables, also printed, with the commands and versions),
+per_task.csv (every per-task number), speedup_sorted.png, speedup_vs_baselines.png, and with --model samples.jsonl
+(every answer).
 """
 import collections
 import hashlib
