@@ -9,8 +9,9 @@
 #    main only if A passes whole, else measure main's C2 and fix the branch.
 #  - C2's first line alone (throughput with the reference's parts, ~100 s), to decide what to cut. The plan for
 #    issue 12's 60 s (CPU work first): time the reference in the candidate's OWN runner before the candidate is
-#    imported (phase A under the lock: Model, exchange, warm-up, timed calls; phase B off the lock: import the
-#    candidate, builds cached ahead; phase C under the lock: ModelNew, trials, timed calls, kill). Nothing of the
+#    imported (under the lock: setup and exchange, Model, warm-up, timed calls; then, same lock hold, the candidate's
+#    import, builds cached ahead, ModelNew, trials, timed calls, kill: released between, the shared judge's one
+#    output buffer would be another evaluation's). Nothing of the
 #    candidate has run anywhere when its reference is timed (its build-ahead runner is dead), as now; the second
 #    process, its fork, CUDA context, IPC exchange and death (~0.45 s of the 1.13 s held) disappear, and both sides
 #    share one process's fixed overhead (a better clock check). Costs: separate n per side; a remeasured candidate
