@@ -4,7 +4,7 @@
 # scripts/ablate.sh now gives each run its own); bench_throughput: 85.9 s, the GPU's lock the bottleneck (0.71 s of
 # each evaluation's 1.13 s is the reference's fresh runner; its parts are now logged as ref_kill/ref_start/
 # ref_setup/ref_calls). Next, in this order (start ~90 s):
-#  - FIRST: branch ref-first (commit 1ca7d35: the plan below, implemented in session 10, CPU suite 429 passed): check it
+#  - FIRST: branch ref-first (the plan below, implemented in session 10, CPU suite 429 passed; rebased on main): check it
 #    out, run A (the GPU suite, ~300 s: it changes the timing path), then C2's first line (throughput); merge into
 #    main only if A passes whole, else measure main's C2 and fix the branch.
 #  - C2's first line alone (throughput with the reference's parts, ~100 s), to decide what to cut. The plan for
