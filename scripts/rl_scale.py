@@ -5,6 +5,7 @@ settings.
     python scripts/rl_scale.py --out=results/rl_scale/h200.jsonl     # on the GPU: 0.5b and 1.5b, mbs 1/4/8, ckpt off/on
     python scripts/rl_scale.py --models=1.5b --gen_dtype=bfloat16     # generation under bf16 autocast instead
     python scripts/rl_scale.py --tiny                                 # a CPU miniature of the same, under a minute
+    python scripts/rl_scale.py --models=1.5b --rollouts=random --gradient_checkpointing=on   # training rows only
 
 One step as rl.py makes it: num_prompts contrastive prompts (prompting.contrastive_prompt on the project's CUDA kernels
 of data/tiny_cuda: one as the reference, two as exemplars with speedups) x num_generations completions from
@@ -16,7 +17,9 @@ scripts/sft_speed.py (151,936-token vocabulary), random weights; the tokenizer i
 the project's kernel files (sft.train_tokenizer, tokens of at most 6 characters: about 4 characters per token,
 near what Qwen's tokenizer gives on code), so nothing is downloaded; prompt lengths are printed. Generation runs once
 per model (it does not depend on the training settings), in float32 as rl.py does today (gen_dtype=bfloat16
-measures autocast instead).
+measures autocast instead). rollouts=random skips generation (gen fields None) and trains on random completion ids
+of the same length: the update's time and memory do not depend on token values, so a grid cut by a call's time limit
+is finished in a second call without generating again.
 
 One JSON line per (model, micro_batch_size, gradient_checkpointing): gen_s, gen_tokens_per_s (completion tokens /
 s), gen_peak_gib, train_s (the last of train_steps updates; the first allocates AdamW's state), train_tokens_per_s
@@ -48,6 +51,7 @@ num_prompts = 8
 num_generations = 8
 max_completion_length = 2048  # every completion runs to this length (min_new_tokens)
 gen_batch_size = 64  # completions per generate() call (rl.py's gen_batch_size)
+rollouts = "generate"  # generate | random: random completion ids of max_completion_length, no generation (the update's time and memory do not depend on token values: a second call finishes a grid cut by a time limit)
 gen_dtype = "float32"  # float32: generate as rl.py does (fp32 weights, no autocast); bfloat16: under bf16 autocast
 micro_batch_sizes = "1,4,8"
 gradient_checkpointing = "both"  # off | on | both
@@ -105,6 +109,8 @@ if __name__ == "__main__":
     for m in models.split(","):
         if m not in DIMS:
             sys.exit(f"error: unknown model {m!r} (known: {', '.join(DIMS)})")
+    if rollouts not in ("generate", "random"):
+        sys.exit("error: --rollouts must be generate or random")
     ckpts = {"off": [False], "on": [True], "both": [False, True]}[gradient_checkpointing]
     t0 = time.perf_counter()
     prompts, tok = prompts_and_tokenizer(num_prompts)
@@ -127,28 +133,38 @@ if __name__ == "__main__":
             model = Qwen2ForCausalLM(cfg).float()
         n_params = sum(p.numel() for p in model.parameters())
         # 1. rollouts, forced to full length
-        print(f"{name}: {n_params / 1e6:.0f}M params; generating {num_prompts} x {num_generations} x "
-              f"{max_completion_length} tokens ({gen_dtype})", flush=True)   # minutes for 1.5B in float32
+        print(f"{name}: {n_params / 1e6:.0f}M params; " + (f"generating {num_prompts} x {num_generations} x "
+              f"{max_completion_length} tokens ({gen_dtype})" if rollouts == "generate" else "random rollouts"),
+              flush=True)   # minutes for 1.5B in float32
         reset(cuda)
         t0 = time.perf_counter()
-        with gen_amp:
-            samples = list(common.generate(model, tok, prompts, num_generations, max_completion_length, 1.0, 1.0,
-                                           batch_size=gen_batch_size, min_new_tokens=max_completion_length))
+        if rollouts == "generate":
+            with gen_amp:
+                samples = list(common.generate(model, tok, prompts, num_generations, max_completion_length, 1.0, 1.0,
+                                               batch_size=gen_batch_size, min_new_tokens=max_completion_length))
+        else:  # the prompts' own tokens, completions drawn uniformly from the vocabulary (seeded)
+            g = torch.Generator().manual_seed(seed)
+            samples = [dict(prompt_ids=tok(common.render_prompt(tok, p), add_special_tokens=False)["input_ids"],
+                            completion_ids=torch.randint(len(tok), (max_completion_length,), generator=g).tolist(),
+                            truncated=True) for p in prompts for _ in range(num_generations)]
         if cuda:
             torch.cuda.synchronize()
-        gen_s = time.perf_counter() - t0
-        gen_peak = peak(cuda)
+        gen_s = time.perf_counter() - t0 if rollouts == "generate" else None
+        gen_peak = peak(cuda) if rollouts == "generate" else None
         lens = [len(s["completion_ids"]) for s in samples]
         assert min(lens) == max_completion_length, f"a rollout stopped early: {min(lens)} tokens"
         prompt_tokens = [len(s["prompt_ids"]) for s in samples]
         gen = dict(model=name, params_m=n_params / 1e6, num_prompts=num_prompts, num_generations=num_generations,
                    max_completion_length=max_completion_length, prompt_tokens_mean=sum(prompt_tokens) / len(samples),
                    prompt_tokens_max=max(prompt_tokens), gen_batch_size=gen_batch_size, gen_dtype=gen_dtype,
-                   gen_s=round(gen_s, 3), gen_tokens_per_s=sum(lens) / gen_s, gen_peak_gib=gib(gen_peak),
+                   rollouts=rollouts, gen_s=gen_s and round(gen_s, 3), gen_tokens_per_s=gen_s and sum(lens) / gen_s,
+                   gen_peak_gib=gib(gen_peak),
                    device=torch.cuda.get_device_name() if cuda else "cpu", torch=torch.__version__)
-        print(f"{name}: {n_params / 1e6:.0f}M params | generated {len(samples)} x {max_completion_length} tokens "
-              f"(prompts {gen['prompt_tokens_mean']:.0f} tokens on average) in {gen_s:.1f}s = "
-              f"{gen['gen_tokens_per_s']:.0f} tok/s", flush=True)
+        print(f"{name}: {n_params / 1e6:.0f}M params | " + (
+              f"generated {len(samples)} x {max_completion_length} tokens in {gen_s:.1f}s = "
+              f"{gen['gen_tokens_per_s']:.0f} tok/s" if gen_s else f"{len(samples)} random completions of "
+              f"{max_completion_length} tokens") + f" (prompts {gen['prompt_tokens_mean']:.0f} tokens on average)",
+              flush=True)
         # 2. the GRPO update, per setting
         adv = torch.randn(len(samples), generator=torch.Generator().manual_seed(seed))
         for ckpt in ckpts:
@@ -176,9 +192,9 @@ if __name__ == "__main__":
                     tokens = sum(len(s["prompt_ids"]) + len(s["completion_ids"]) for s in samples)
                     row.update(status="ok", train_s=round(train_s, 3), train_tokens_per_s=tokens / train_s,
                                train_peak_gib=gib(peak(cuda)))
-                    if cuda:
+                    if cuda and gen_peak is not None:
                         row["step_peak_gib"] = max(row["gen_peak_gib"] + row["adam_state_gib"], row["train_peak_gib"])
-                    if eval_s > 0:
+                    if eval_s > 0 and gen_s:
                         row.update(eval_s=eval_s, projected_step_s_sync=gen_s + eval_s + train_s,
                                    projected_step_s_async=max(gen_s, eval_s) + train_s)
                 except torch.OutOfMemoryError as e:
@@ -201,12 +217,12 @@ if __name__ == "__main__":
     print("|:---|---:|:---:|---:|---:|---:|---:|---:|---:|---:|:---|")
     for r in results:
         print(f"| {r['model']} | {r['micro_batch_size']} | {'on' if r['gradient_checkpointing'] else 'off'} | "
-              f"{r['gen_tokens_per_s']:.0f} | {r['gen_s']:.1f} | {f(r.get('train_s'), '.1f')} | "
+              f"{f(r['gen_tokens_per_s'], '.0f')} | {f(r['gen_s'], '.1f')} | {f(r.get('train_s'), '.1f')} | "
               f"{f(r.get('train_tokens_per_s'), '.0f')} | {f(r['gen_peak_gib'], '.1f')} | "
               f"{f(r.get('train_peak_gib'), '.1f')} | {f(r.get('step_peak_gib'), '.1f')} | {r['status']} |")
     if eval_s > 0:
         for r in results:
-            if r["status"] == "ok":
+            if r["status"] == "ok" and r.get("projected_step_s_sync"):
                 print(f"{r['model']} mbs {r['micro_batch_size']} ckpt {'on' if r['gradient_checkpointing'] else 'off'}: "
                       f"projected step {r['projected_step_s_sync']:.0f}s synchronous, "
                       f"{r['projected_step_s_async']:.0f}s with async_rollouts (eval {eval_s:.0f}s)")
