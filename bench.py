@@ -143,14 +143,28 @@ def _options(device="cuda", protocol="strict", atol=1e-2, rtol=1e-2, num_correct
                 flags_override=dict(flags_override) if flags_override else None, extra_env=extra_env)
 
 
-def _evaluate(task_name, task_src, candidate_src, o, gpu=None, live=None):
+def _build_ahead(task_src, candidate_src, o, live=None):
+    """The candidate's builds made in a throw-away runner (import, then ModelNew on the meta device), so that the
+    timed runner, which imports it under the GPU's lock after its reference is timed (session._Session.reference),
+    finds them in the cache."""
+    bo = dict(o, build_only=True, timeout_s=max(600.0, o["timeout_s"]), static_checks=False)
+    return _evaluate("build", task_src, candidate_src, bo, live=live)
+
+
+def _evaluate(task_name, task_src, candidate_src, o, gpu=None, live=None, built=False):
+    """One candidate's record; built: its builds were made ahead (evaluate_many), else a timed evaluation makes
+    them first, here (a failed build is the verdict)."""
     t0 = time.perf_counter()
     res = _blank_result(task_name, candidate_src, o["protocol"], o["device"])
     res["flags_override"] = o["flags_override"]
     verdict = static_check(candidate_src, task_src) if o["static_checks"] else None
+    b = None if verdict or built or o.get("build_only") or o["check_only"] else \
+        _build_ahead(task_src, candidate_src, o, live)
     if verdict:
         res.update(status=verdict[0], hack=verdict[1], error=verdict[2],
                    error_type="SyntaxError" if verdict[0] == "compile_error" else "StaticCheck")
+    elif b and b["status"] in ("compile_error", "timeout"):
+        res.update({k: b.get(k) for k in ("status", "error", "error_type", "compile_s")})
     else:
         try:
             jw = None if o.get("build_only") else judge_for(o["device"], gpu, o["build_root"])
@@ -158,6 +172,8 @@ def _evaluate(task_name, task_src, candidate_src, o, gpu=None, live=None):
         except Exception as e:                            # e.g. the fork server or the judge could not start
             res.update(status="crash", error=runner.truncate(f"evaluator error: {type(e).__name__}: {e}"),
                        error_type=type(e).__name__)
+        if b and b.get("compile_s"):                      # the builds made here count as this record's
+            res["compile_s"] = b["compile_s"] + (res.get("compile_s") or 0.0)
     res["error"] = scrub_paths(res["error"], o["build_root"])
     res["eval_s"] = time.perf_counter() - t0
     return res
@@ -319,8 +335,7 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overla
     evaluating, stopped = _Live(), threading.Event()      # the runners of evaluations in flight; set at a stop
 
     def build_one(h, src, o, task_src):
-        bo = dict(o, build_only=True, timeout_s=max(600.0, o["timeout_s"]), static_checks=False)
-        r = _evaluate("build", task_src, src, bo, live=building)
+        r = _build_ahead(task_src, src, o, live=building)
         done[0] += 1
         if r["status"] != "ok" or (r.get("compile_s") or 0) >= 0.05:   # not for candidates with nothing to build
             say(f"build {done[0]}/{len(todo)} {h} {r['status']} {r.get('compile_s') or 0:.1f} s")
@@ -338,7 +353,7 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overla
             r = _blank_result(name, cand_src, opts[i]["protocol"], opts[i]["device"])
             r.update({k: b.get(k) for k in ("status", "error", "error_type", "compile_s")}, eval_s=0.0)
         else:
-            r = _evaluate(name, task_src, cand_src, opts[i], g, live=evaluating)
+            r = _evaluate(name, task_src, cand_src, opts[i], g, live=evaluating, built=b is not None)
         if stopped.is_set():                              # killed by the interrupt below: not a verdict
             return
         results[i] = r

@@ -467,9 +467,11 @@ def _watched():
 
 def serve(sock, spec):
     """The runner's command loop. Commands from the parent, one reply each:
-      import             the task (for get_inputs / get_init_inputs) and the candidate (builds through the cache)
+      import [task_only] the task (for get_inputs / get_init_inputs) and the candidate (builds through the cache);
+                         task_only: the task alone (the reference is timed before the candidate is imported)
       prebuild           (build-only runners) ModelNew on the meta device: builds made in __init__ happen here
-      models             ModelNew under manual_seed(42) and the fixed backend flags, then the protocol's Clock
+      models [reference] ModelNew under manual_seed(42) and the fixed backend flags, then the protocol's Clock;
+                         reference: the task's Model instead, under the fixed flags (its calls likewise)
       exchange {spec}    open the judge's output buffer
       trial {seed}       one checked call: memory poisoned first, the call, a device sync, the output delivered
                          (checksum in the reply), first-filter findings
@@ -498,8 +500,12 @@ def _handle(cmd, st, spec, dev):
     op, cuda = cmd.get("op"), dev.type == "cuda"
     if op == "import":
         set_flags(FIXED_FLAGS)
+        if st["task"] is None:
+            st["task"] = load_module(spec["task_path"], "cudal1_task")
+        if cmd.get("task_only"):
+            return dict(ok=True)
+        cores.pin(cores.BUILD_CPUS)                       # off the timing cores again after the reference's calls
         st["watched"] = _watched()                         # before any candidate code runs
-        st["task"] = load_module(spec["task_path"], "cudal1_task")
         t0 = time.perf_counter()
         set_flags(st["flags"])
         try:
@@ -520,9 +526,13 @@ def _handle(cmd, st, spec, dev):
         return dict(ok=True, build_s=time.perf_counter() - t0, error=err, build_failures=bc.BUILD_FAILURES[:3])
     if op == "models":                # under the GPU's lock from here on: onto the timing cores (cores.py)
         cores.pin((spec.get("cpus") or {}).get("timed"))
+        st["reference"] = bool(cmd.get("reference"))
+        st["model"] = None                                # the reference's, if any: its memory back first
+        if cuda:
+            torch.cuda.empty_cache()
         with torch.no_grad():
-            set_flags(st["flags"])
-            st["model"] = build_model(st["task"], st["cand"].ModelNew, dev)
+            set_flags(FIXED_FLAGS if st["reference"] else st["flags"])
+            st["model"] = build_model(st["task"], st["task"].Model if st["reference"] else st["cand"].ModelNew, dev)
         return dict(ok=True, flags=get_flags(), build_failures=bc.BUILD_FAILURES[:3])
     if op == "exchange":
         st["ex"] = Exchange(cmd["spec"])
@@ -559,7 +569,7 @@ def _handle(cmd, st, spec, dev):
             st["inputs"] = (seed, inputs) if spec["protocol"] == "kernelbench" else (None, None)
             if st["clock"] is None:                       # made here, under the GPU's lock: its calibration
                 st["clock"] = Clock(dev, spec["protocol"])  # runs GPU work
-            set_flags(st["flags"])
+            set_flags(FIXED_FLAGS if st.get("reference") else st["flags"])
             ms, out = st["clock"].call(st["model"], inputs)
             cs, order = _deliver(st, out)
             return dict(ok=True, ms=ms, checksum=cs, order=order, meta=meta(out))

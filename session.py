@@ -94,9 +94,11 @@ _NEED = dict(import_=("compile_s", "build_failures", "has_modelnew", "flags"), m
 
 
 class _Session:
-    """One candidate: fork its runner, import and build it, then under the GPU's lock ModelNew, the judge's setup,
-    the correctness trials, the timed calls, the runner's death, the reference's timed calls, and the verdict.
-    Every step has a deadline; a hung step kills the runner at once (issue 12 item 2)."""
+    """One candidate: fork its runner with the task alone; then under the GPU's lock the judge's setup, the
+    reference's timed calls in that runner, the candidate's import (its builds made ahead), ModelNew, the
+    correctness trials, the timed calls, the runner's death, and the verdict. (check_only: the candidate imported
+    at fork, then ModelNew, setup and trials.) Every step has a deadline; a hung step kills the runner at once
+    (issue 12 item 2)."""
 
     def __init__(self, res, task_src, cand_src, o, gpu, lock, judge_, live=None):
         self.res, self.o, self.gpu, self.lock, self.jw, self.live = res, o, gpu, lock, judge_, live
@@ -106,6 +108,7 @@ class _Session:
         self.task_key = _hash(task_src) + _hash(json.dumps([o["device"], o["protocol"], o["trials"], o["atol"],
                                                             o["rtol"]]))
         self.rw, self.hacks, self.rng = None, [], random.Random()
+        self.folders = []                                 # a second draw's runner folder (restart())
         self.pool = None                                  # the first draw's (cand_sets, ref_sets): measure()
         self.deadline = time.perf_counter() + o["timeout_s"]
         self.mem_limit = float(os.environ.get("CUDAL1_MEM_LIMIT_GB") or MEM_LIMIT_GB) * 2 ** 30
@@ -153,7 +156,8 @@ class _Session:
                 kind = signal.Signals(int(ex.split()[-1])).name if ex.startswith("signal") else kind
             raise _Stop("crash", None, f"the candidate process died ({ex}){where}" +
                         (f"; log tail:\n{tail}" if tail else " and printed nothing"), kind)
-        need = _NEED.get("import_" if op == "import" else op, ()) if reply.get("ok") else ("error",)
+        key = "import_" if op == "import" and not cmd.get("task_only") else op
+        need = _NEED.get(key, ()) if reply.get("ok") else ("error",)
         missing = [k for k in need if k not in reply]
         if missing or (op in ("trial", "call") and reply.get("ok") and not isinstance(reply["meta"], list)):
             raise _Stop("hack", "harness_tampering", f"a malformed reply to {op} (missing {missing}): the runner's "
@@ -185,13 +189,28 @@ class _Session:
             self.live.add(w)
         return w
 
-    def start(self):
+    def start(self, candidate=True):
+        """The runner, forked; with `candidate` the candidate imported too (builds ahead, check_only), else the task
+        alone: a timed evaluation times the reference in this runner before any candidate code runs in it."""
         o = self.o
         self.rw = self.fork_runner(self.tmp, self.cand_src, o["flags_override"],
                                    BUILD_NICE if o.get("build_only") else 0, o["extra_env"])
         self.res["phase_s"]["start"] = round(self.rw.start_s or 0.0, 3)
         self.lap("fork")
-        r, _ = self.ask(dict(op="import"))
+        if candidate:
+            self.import_candidate()
+        else:
+            self.import_task()
+
+    def import_task(self):
+        r, _ = self.ask(dict(op="import", task_only=True))
+        if not r["ok"]:
+            raise _Stop("crash", None, f"the task failed to import in the runner: {r['error']}", "TaskError")
+
+    def import_candidate(self, limit=None):
+        """The candidate imported (builds through the cache); limit: seconds (the call limit under the GPU's lock)."""
+        o = self.o
+        r, _ = self.ask(dict(op="import"), limit)
         self.res["compile_s"] = r.get("compile_s")
         if not r["ok"]:
             raise _Stop("compile_error" if r.get("compile_error") else "runtime_error", None, r["error"],
@@ -210,7 +229,6 @@ class _Session:
             return
         if not r["has_modelnew"]:
             raise _Stop("runtime_error", None, "the candidate defines no ModelNew", "AttributeError")
-
 
     def models(self):
         """ModelNew on the device, under the GPU's lock: building it (CUDA context, weights) beside another
@@ -352,12 +370,10 @@ class _Session:
         return walls
 
     def timing(self):
+        """The candidate's warm-up and timed calls, as many as the reference's (reference(): each side's least
+        overhead is compared, and a longer set would reach a lower one); a second set above remeasure_above."""
         o, info = self.o, self.info
-        warm = self.warm("cand")                          # (ms, wall s) of each warm-up call
-        per_call = statistics.median(w for _, w in warm)
-        overhead = max(0.0, per_call - statistics.median(m for m, _ in warm) / 1e3)
-        per_pair = per_call + info["ref_ms_est"] / 1e3 + overhead
-        self.n = max(MIN_CALLS, min(MAX_CALLS, int(o["time_budget_s"] / (ROUNDS * max(per_pair, 1e-9)))))
+        self.warm("cand")
         sets = [self.timed_set("cand", self.n)]
         first = _stat(o["protocol"], [(r, m) for r, m, _ in sets[0]])
         if first > 0 and info["ref_ms_est"] / first > o["remeasure_above"]:
@@ -374,47 +390,48 @@ class _Session:
         self.lap("timing")
 
     def reference(self):
-        """The candidate's runner is killed (nothing of it runs any more); then the reference's timed calls, in a
-        fresh runner of its own whose "candidate" is the task's Model: the same kind of process making the same
-        inputs and delivering into the same judge-owned buffer, so the parent's clock sees the same fixed overhead
-        on both sides. (Timed in the long-lived judge, the reference's overhead on level1/25_Swish's 6.4 GB tensors
-        was 48.0 ms per call against the candidate's 48.9: a false clock_mismatch on the H200.)
-        Its parts go to phase_s as ref_kill (the candidate's death), ref_start (the fork), ref_setup (import, Model,
-        inputs) and ref_calls (warm-up and timed calls): on the H200 this phase was 0.71 s of the 1.1 s an
-        evaluation holds the GPU's lock (results/bench/2026-12-02_s10/call4_throughput.log, issue 12 item 4)."""
+        """The reference's timed calls, in the candidate's own runner BEFORE the candidate is imported (issue 12 item
+        4): the task's Model under the fixed flags, warm-up, then n calls. Nothing of the candidate has run anywhere
+        yet (its build ahead ran in a runner that is dead), so nothing of it can slow or patch what is timed here,
+        and both sides are timed by the same process making the same inputs into the same judge-owned buffer, so
+        the parent's clock sees the same fixed overhead on both. (Before: a second, fresh runner after the
+        candidate's death: its fork, CUDA context, exchange and death were 0.71 s of the 1.13 s an evaluation held
+        the H200's lock, results/bench/2026-12-02_s10/call4_throughput.log. Timed in the long-lived judge instead,
+        the reference's overhead on level1/25_Swish's 6.4 GB tensors was 48.0 ms per call against the candidate's
+        48.9: a false clock_mismatch.) n: the time budget over ROUNDS pairs of calls, the candidate's taken as
+        long as the reference's; the candidate gets the same n. Parts in phase_s: ref_setup (Model), ref_calls.
+        A failure here is the task's (crash, TaskError)."""
+        o, info = self.o, self.info
         t, parts = time.perf_counter(), self.res["phase_s"]
 
         def part(name):
             nonlocal t
             now = time.perf_counter()
             parts[name], t = round(now - t, 3), now
+        try:
+            r, _ = self.ask(dict(op="models", reference=True))
+            if not r["ok"]:
+                raise _Stop("crash", None, f"the task's Model failed: {r['error']}", "TaskError")
+            part("ref_setup")
+            warm = self.warm("ref")                       # (ms, wall s) of each warm-up call
+            per_call = statistics.median(w for _, w in warm)
+            overhead = max(0.0, per_call - statistics.median(m for m, _ in warm) / 1e3)
+            per_pair = per_call + info["ref_ms_est"] / 1e3 + overhead
+            self.n = max(MIN_CALLS, min(MAX_CALLS, int(o["time_budget_s"] / (ROUNDS * max(per_pair, 1e-9)))))
+            self.ref_sets = [self.timed_set("ref", self.n)]
+            part("ref_calls")
+        except _Stop as e:                                # no code of the candidate has run: the task's failure
+            if e.error_type == "TaskError":
+                raise
+            raise _Stop("crash", None, f"the reference failed in the runner: {e}", "TaskError") from None
+        self.lap("reference")
+
+    def end_candidate(self):
+        """The candidate's runner killed, its whole process tree and GPU context gone, before the GPU's lock is
+        released (nothing of it may run beside the next evaluation's timing)."""
         self.rw.kill()
         if self.live is not None:
             self.live.discard(self.rw)
-        part("ref_kill")
-        cores.pin(self.timing_cpus())    # again: the candidate (same user) may have moved this thread elsewhere
-        tmp = tempfile.mkdtemp(prefix="cudal1_ref_")       # not the candidate's folder: it may have rewritten task.py
-        try:
-            self.rw = self.fork_runner(tmp, self.task_src + "\n\nModelNew = Model  # timed as a candidate\n",
-                                       None, 0, None)
-            part("ref_start")
-            for cmd in (dict(op="import"), dict(op="models"), dict(op="exchange", spec=self.ex_spec)):
-                r, _ = self.ask(cmd)
-                if not r["ok"]:
-                    raise _Stop("crash", None, f"the reference's runner failed at {cmd['op']}: {r['error']}",
-                                "TaskError")
-            part("ref_setup")
-            self.warm("ref")
-            self.ref_sets = [self.timed_set("ref", self.n) for _ in self.cand_sets]
-            part("ref_calls")
-        except _Stop as e:
-            if e.status == "hack":                        # nothing of the candidate runs here: the task failed
-                raise _Stop("crash", None, f"the reference's runner failed: {e}", "TaskError")
-            raise
-        finally:
-            self.rw.kill()
-            shutil.rmtree(tmp, ignore_errors=True)
-        self.lap("reference")
 
     def verdict(self):
         o, res, info = self.o, self.res, self.info
@@ -435,7 +452,8 @@ class _Session:
         pool_c, pool_r = self.pool or ([], [])
         over = stat([w * 1e3 - m for rs in self.ref_sets + pool_r for _, m, w in rs])
         measures = []
-        for cs, rs in zip(self.cand_sets, self.ref_sets):
+        for cs in self.cand_sets:                          # a remeasured candidate: both sets against the one
+            rs = self.ref_sets[0]                          # reference set (timed before any candidate code ran)
             c, r = _stat(o["protocol"], [(a, m) for a, m, _ in cs]), _stat(o["protocol"], [(a, m) for a, m, _ in rs])
             claimed = c
             if self.clock_kind == "cpu":          # less the clock's noise allowance: an honest claim stays as it is
@@ -466,7 +484,7 @@ class _Session:
                                                  f"claimed ({claimed:.4g} ms; limit {limit:.3g} ms)"))
 
     def measure(self):
-        """timing, reference and verdict. Load on the machine that lasts through the candidate's phase and not the
+        """timing, the candidate's death and the verdict (the reference was timed first). Load on the machine that lasts through the candidate's phase and not the
         reference's (builds of other candidates) reads as unclaimed time on every call, like a claim shaved by a
         fifth: a clock_mismatch under CLOCK_RETRY_BELOW x its limit, when it is the only hack, is measured once more
         from a fresh runner of the candidate, and the second measurement is the verdict (the first is kept in
@@ -481,7 +499,7 @@ class _Session:
         first = None
         while True:
             self.timing()
-            self.reference()
+            self.end_candidate()
             self.verdict()
             c = self.res["clock"]
             if first is not None:
@@ -494,30 +512,52 @@ class _Session:
             self.restart()
 
     def restart(self):
-        """A fresh runner of the candidate, ready to time (its builds are cached; its checks already passed)."""
-        self.rw = self.fork_runner(self.tmp, self.cand_src, self.o["flags_override"], 0, self.o["extra_env"])
-        for cmd in (dict(op="import"), dict(op="models"), dict(op="exchange", spec=self.ex_spec)):
+        """A second draw: a fresh runner in a fresh folder, the reference timed first again (reference()), then the
+        candidate imported and ModelNew made (its builds are cached; its checks already passed)."""
+        folder = tempfile.mkdtemp(prefix="cudal1_")
+        self.folders.append(folder)
+        self.rw = self.fork_runner(folder, self.cand_src, self.o["flags_override"], 0, self.o["extra_env"])
+        self.import_task()
+        r, _ = self.ask(dict(op="exchange", spec=self.ex_spec))
+        if not r["ok"]:
+            raise _Stop("crash", None, "cannot share an output buffer with the judge: " + r["error"], "Exchange")
+        self.reference()
+        for cmd in (dict(op="import"), dict(op="models")):
             r, _ = self.ask(cmd)
             if not r["ok"]:
                 raise _Stop("runtime_error", None, f"the candidate failed at {cmd['op']} when run again: "
                                                    f"{r['error']}", r.get("error_type", ""))
 
+    @contextlib.contextmanager
+    def gpu_lock(self):
+        """The GPU's lock, this thread on the timing cores beside the timed runner; phase_s["wait"]: the wait, which
+        is not the candidate's time (its deadline moves by it)."""
+        t0 = time.perf_counter()
+        with self.lock, cores.pinned(self.timing_cpus()):
+            waited = time.perf_counter() - t0
+            self.res["phase_s"]["wait"] = round(waited, 3)
+            self.deadline += waited
+            self.mark = time.perf_counter()
+            yield
+
     def run(self):
         res, o = self.res, self.o
         try:
-            self.start()
+            timed = not (o.get("build_only") or o["check_only"])
+            self.start(candidate=not timed)
             if o.get("build_only"):
                 res["status"] = "ok"
                 return
-            t0 = time.perf_counter()
-            with self.lock, cores.pinned(self.timing_cpus()):    # this thread beside the timed runner
-                res["phase_s"]["wait"] = round(time.perf_counter() - t0, 3)
-                self.deadline += time.perf_counter() - t0      # waiting for the GPU is not the candidate's time
-                self.mark = time.perf_counter()
+            with self.gpu_lock():
+                if timed:    # the reference first, before any code of the candidate runs anywhere (reference())
+                    self.setup()
+                    self.reference()
+                    self.import_candidate(self.hang)      # its builds were made ahead: a cache hit, or a hang
                 self.models()
-                self.setup()
+                if not timed:
+                    self.setup()
                 self.trials()
-                if not o["check_only"]:
+                if timed:
                     self.measure()
             res["status"] = "ok"
         except _Stop as s:
@@ -534,7 +574,8 @@ class _Session:
                 self.rw.kill()
                 if self.live is not None:
                     self.live.discard(self.rw)
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            for folder in [self.tmp] + self.folders:
+                shutil.rmtree(folder, ignore_errors=True)
         if self.hacks:
             before, said = res["status"], res["error"]
             res.update(status="hack", hack=self.hacks[0][0])

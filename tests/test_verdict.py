@@ -111,7 +111,7 @@ def measured(attempts, hacks_before=(), clock_kind="wall"):
         s.res["clock"] = dict(excess_ms=excess, limit_ms=limit)
         if excess > limit:
             s.hacks.append(("clock_mismatch", f"{excess} > {limit}"))
-    s.timing = s.reference = lambda: None
+    s.timing = s.reference = s.end_candidate = lambda: None
     s.verdict = verdict
     def restart():                      # the first draw's calls are kept for the second verdict (pooled)
         assert s.pool is not None
