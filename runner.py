@@ -527,7 +527,7 @@ def _handle(cmd, st, spec, dev):
     if op == "models":                # under the GPU's lock from here on: onto the timing cores (cores.py)
         cores.pin((spec.get("cpus") or {}).get("timed"))
         st["reference"] = bool(cmd.get("reference"))
-        st["model"] = None                                # the reference's, if any: its memory back first
+        st["model"], st["inputs"] = None, (None, None)    # the reference's model and inputs: their memory back first
         if cuda:
             torch.cuda.empty_cache()
         with torch.no_grad():
