@@ -121,7 +121,7 @@ lr = 1e-6  # AdamW learning rate
 weight_decay = 0.0  # AdamW weight decay
 grad_clip = 1.0  # gradient norm clip
 micro_batch_size = 1  # answers per forward/backward pass
-logp_chunk_size = 512  # tokens per chunk of the log-prob head (B x chunk x vocab fp32); 0 = all
+logp_chunk_size = 512  # tokens per chunk of the log-prob head (B x chunk x vocab fp32); 0 = all (no saving)
 gradient_checkpointing = False  # recompute activations in backward: less memory, more time (scripts/rl_scale.py)
 async_rollouts = False  # generate step k+1's rollouts while step k's kernels compile (docstring: staleness)
 gen_batch_size = 32  # completions per transformers generate() call

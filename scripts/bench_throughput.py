@@ -6,6 +6,7 @@
    hash and build is distinct) on a small ReLU task (4096 x 4096 randn floats; small on purpose, so the batch
    measures bench's own overhead), evaluated end to end with ONE evaluate_many call into a fresh build cache:
    parallel builds, then one timed evaluation per GPU at a time.
+   It prints when the builds landed (first, median, last `done` marker) and when main.cpp's precompiled header did.
 2. A fresh single-candidate compile through bench's cache (a new source; the precompiled header already warm,
    as in an RL run): bench.build's compile_s.
 3. Plain torch.utils.cpp_extension.load_inline, default flags, on `--plain` fresh candidates (default 0: skipped),
@@ -112,6 +113,18 @@ def main():
     out["start_median_s"] = out["phase_median_s"].get("start")
     print(f"median phases of one evaluation (s): {out['phase_median_s']}; median eval wall {out['eval_wall_median_s']:.1f} s",
           file=sys.stderr, flush=True)
+
+    # when the batch's builds landed (each build folder's `done` marker) and when main.cpp's precompiled header did
+    # (made by evaluate_many's parent thread before the builds; builds that start earlier compile without it)
+    since = lambda p: round(os.path.getmtime(p) - t0, 1)
+    done = sorted(since(os.path.join(root, d, "done")) for d in os.listdir(root)
+                  if os.path.exists(os.path.join(root, d, "done")))
+    gch = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(root, "pch")) for f in fs if f.endswith(".gch")]
+    out["pch_ready_s"] = min(map(since, gch)) if gch else None
+    out["builds_done_s"] = done
+    if done:
+        print(f"builds done at {done[0]} s (first), {done[len(done) // 2]} s (median), {done[-1]} s (last); "
+              f"precompiled header ready at {out['pch_ready_s']} s", file=sys.stderr, flush=True)
 
     single = bench.build(candidate(10 ** 6, tag), device="cuda", build_root=root)
     out["cached_fresh_compile_s"] = single["compile_s"] if single["status"] == "ok" else None

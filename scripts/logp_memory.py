@@ -3,6 +3,8 @@
     python scripts/logp_memory.py                                  # on the GPU: 0.5b config, one 4k-token row, B = 1 and 8
     python scripts/logp_memory.py --model=1.5b --micro_batch_sizes=1,4 --out=results/logp_memory/h200.jsonl
     python scripts/logp_memory.py --device=cpu                     # a CPU check of the script: tiny config, short rows
+    python scripts/logp_memory.py --device=cpu --model=0.5b --layers=1 --prompt_len=512 --completion_len=3584 \
+        --micro_batch_sizes=1 --chunk_sizes=0,512                  # the head at real size on a CPU (peak RSS)
 
 "full" is completion_logp as it was before issue 13 (copied below: the whole (B, C, V) float32 log-softmax, the
 entropy from its exp); "chunk=N" is today's rl.completion_logp with logp_chunk_size=N (0 = one chunk, still without
@@ -11,7 +13,9 @@ a backward pass (the training forward), under bf16 autocast on float32 weights a
 transformers' Qwen2Config with Qwen2.5-0.5B / 1.5B dimensions (scripts/sft_speed.py's DIMS; 151,936-token vocabulary),
 random weights, nothing downloaded. One JSON line per setup: model, micro_batch_size (rows), prompt_len,
 completion_len (tokens), method, grad, status (ok | oom), seconds, peak_extra_gib = torch.cuda.max_memory_allocated
-during the call minus the memory allocated before it (GiB; None on CPU, where only the equality check is useful),
+during the call minus the memory allocated before it (GiB; on the CPU the process's peak resident set during the call,
+VmHWM after resetting it through /proc/self/clear_refs, minus VmRSS before it: torch's CPU allocator hands tensors of
+more than a few MB back to the OS when freed, so this follows the tensors; None where /proc lacks it),
 full_logits_gib = B x C x V x 4 bytes / 2**30 (the size of one fp32 full-vocabulary tensor), and max_abs_diff_logp /
 max_abs_diff_entropy against "full" on the same rows. Then a markdown table.
 """
@@ -31,6 +35,7 @@ from sft_speed import DIMS
 
 # -----------------------------------------------------------------------------
 model = ""  # 0.5b | 1.5b | tiny; "" = 0.5b on CUDA, tiny on the CPU
+layers = 0  # decoder layers; 0 = the config's (the LM head's memory, what differs between methods, is the same at 1)
 prompt_len = 0  # tokens; 0 = 512 on CUDA (a 4k-token row with completion_len), 32 on the CPU
 completion_len = 0  # tokens; 0 = 3584 on CUDA, 224 on the CPU
 micro_batch_sizes = "1,8"  # rows per call (rl.py's micro_batch_size)
@@ -63,6 +68,24 @@ def full_vocab_logp(model, rows, pad_id, temp):
     return logp, ent, att[:, P:].float()
 
 
+def _status_gib(key):
+    """VmRSS / VmHWM of this process from /proc/self/status, in GiB."""
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 2 ** 20
+    raise KeyError(key)
+
+
+def _reset_cpu_peak():
+    """Resets VmHWM to the current RSS (Linux >= 4.0); the RSS now, or None where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return _status_gib("VmRSS")
+    except (OSError, KeyError):
+        return None
+
+
 def run_one(policy, rows, method, grad, amp, cuda):
     """One call (and a backward when grad): (logp, entropy, seconds, peak_extra_gib)."""
     policy.zero_grad(set_to_none=True)
@@ -70,7 +93,7 @@ def run_one(policy, rows, method, grad, amp, cuda):
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated() if cuda else 0
+    base = torch.cuda.memory_allocated() if cuda else _reset_cpu_peak()
     t0 = time.perf_counter()
     with torch.set_grad_enabled(grad), amp:
         if method == "full":
@@ -82,7 +105,8 @@ def run_one(policy, rows, method, grad, amp, cuda):
     if cuda:
         torch.cuda.synchronize()
     dt = time.perf_counter() - t0
-    peak = (torch.cuda.max_memory_allocated() - base) / 2 ** 30 if cuda else None
+    peak = (torch.cuda.max_memory_allocated() - base) / 2 ** 30 if cuda else \
+        (None if base is None else _status_gib("VmHWM") - base)
     return logp.detach().float(), ent.float(), dt, peak
 
 
@@ -97,7 +121,8 @@ if __name__ == "__main__":
         sys.exit(f"error: unknown --model={model!r} (known: {', '.join(DIMS)})")
     from transformers import Qwen2Config, Qwen2ForCausalLM
     torch.manual_seed(seed)
-    cfg = Qwen2Config(max_position_embeddings=max(32768, prompt_len + completion_len), use_cache=False, **DIMS[model])
+    dims = dict(DIMS[model], **({"num_hidden_layers": layers} if layers else {}))
+    cfg = Qwen2Config(max_position_embeddings=max(32768, prompt_len + completion_len), use_cache=False, **dims)
     with torch.device(device):
         policy = Qwen2ForCausalLM(cfg).float().train()
     amp = torch.autocast("cuda", dtype=getattr(torch, dtype), enabled=cuda and dtype != "float32")
@@ -111,9 +136,11 @@ if __name__ == "__main__":
         for grad in (False, True):
             ref = None
             for method in methods:
-                row = dict(model=model, params_m=sum(p.numel() for p in policy.parameters()) / 1e6,
+                row = dict(model=model, layers=cfg.num_hidden_layers,
+                           params_m=sum(p.numel() for p in policy.parameters()) / 1e6,
                            micro_batch_size=B, prompt_len=prompt_len, completion_len=completion_len, method=method,
-                           grad=grad, device=torch.cuda.get_device_name() if cuda else "cpu", dtype=dtype,
+                           grad=grad, device=torch.cuda.get_device_name() if cuda else "cpu",
+                           dtype=dtype if cuda else "float32",   # no autocast on the CPU (as rl.py)
                            full_logits_gib=B * completion_len * cfg.vocab_size * 4 / 2 ** 30)
                 try:
                     logp, ent, dt, peak = run_one(policy, rows, method, grad, amp, cuda)
@@ -133,8 +160,10 @@ if __name__ == "__main__":
                     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
                     common.append_jsonl(out, row)
     fmt = lambda v, f: "n/a" if v is None else format(v, f)
-    print(f"\n{model} ({results[0]['params_m']:.0f}M params), rows of {prompt_len} prompt + {completion_len} completion "
-          f"tokens, {results[0]['device']}; peak = extra memory during the call (GiB)\n")
+    print(f"\n{model}, {cfg.num_hidden_layers} layers ({results[0]['params_m']:.0f}M params), rows of {prompt_len} "
+          f"prompt + {completion_len} completion "
+          f"tokens, {results[0]['device']}; peak = extra memory during the call (GiB; "
+          f"{'allocated by torch' if cuda else 'resident set'})\n")
     print("| rows | grad | method | status | peak extra (GiB) | s | max abs diff logp vs full |")
     print("|---:|:---:|:---|:---|---:|---:|---:|")
     for r in results:

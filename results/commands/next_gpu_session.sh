@@ -1,25 +1,14 @@
-# The GPU measurements issues 12-13 still owe. Session 10 of 2026-12-02 (results/bench/2026-12-02_s10/COMMANDS.md)
-# ran D (431 s) and a newcomer's demo (443 s): issue 14's three GPU demo runs are done; F and F2 ran (both ablations'
-# curves are in results/tiny/h200/ablate_*), but F2's steps per hour do not compare (the runs shared a build cache;
-# scripts/ablate.sh now gives each run its own); bench_throughput: 85.9 s, the GPU's lock the bottleneck (0.71 s of
-# each evaluation's 1.13 s is the reference's fresh runner; its parts are now logged as ref_kill/ref_start/
-# ref_setup/ref_calls). Next, in this order (start ~90 s):
-#  - FIRST: branch ref-first (the plan below, implemented in session 10, CPU suite 429 passed; rebased on main): check it
-#    out, run A (the GPU suite, ~300 s: it changes the timing path), then C2's first line (throughput); merge into
-#    main only if A passes whole, else measure main's C2 and fix the branch.
-#  - C2's first line alone (throughput with the reference's parts, ~100 s), to decide what to cut. The plan for
-#    issue 12's 60 s (CPU work first): time the reference in the candidate's OWN runner before the candidate is
-#    imported (under the lock: setup and exchange, Model, warm-up, timed calls; then, same lock hold, the candidate's
-#    import, builds cached ahead, ModelNew, trials, timed calls, kill: released between, the shared judge's one
-#    output buffer would be another evaluation's). Nothing of the
-#    candidate has run anywhere when its reference is timed (its build-ahead runner is dead), as now; the second
-#    process, its fork, CUDA context, IPC exchange and death (~0.45 s of the 1.13 s held) disappear, and both sides
-#    share one process's fixed overhead (a better clock check). Costs: separate n per side; a remeasured candidate
-#    pairs both its sets with the one reference set; the attack tests and README's trust-boundary text follow.
-#    Smaller: kill the reference's runner after the lock (tried in session 10 on CPU, reverted until measured here).
-#  - E with MODELS=1.5b (issue 13 item 5; <= 540 s);
-#  - F2 again (fresh ABLATE_DIR: prepare + sft + 2 runs, each run its own build cache; ~330 s) for steps per hour;
-#  - B15a then B15b chained (the 15-minute from-scratch audit of issue 12: sum their times), once throughput is fixed.
+# The GPU measurements issue 12 still owes. Session 11 of 2026-12-02 (results/bench/2026-12-02_s11/COMMANDS.md) ran
+# the plan of session 10: branch ref-first passed the whole GPU suite (82 passed) and was merged; throughput 74.2 s
+# (from 85.9 s; the builds now set the pace: the last landed at ~65 s, builds started before ~30 s took 14-19 s, later
+# ones 7-10 s: by those times main.cpp's precompiled header, which one build made for all, was ready only then); E (1.5B grid) and F2 (async ablation with
+# own build caches) finished issue 13. Since then (CPU-tested only): evaluate_many makes that header in its parent
+# before the builds (buildcache.prebuild_pch, normal priority against the builds' nice 10), and bench_throughput.py
+# prints when the header and the builds landed. Next, in this order (start ~90 s):
+#  - C2's first line (throughput, ~80 s): does the header come first (pch_ready_s) and the batch go under 60 s?
+#  - B15a then B15b chained (the 15-minute from-scratch audit of the CUDA-L1 A100 release at evaluate.py's
+#    defaults: sum their times; candidates per minute printed at the end).
+#  - G (~90 s): issue 13 item 4's peak memory on the GPU (measured on the CPU in session 11: 8.59 -> 2.10 GiB).
 # Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
 # files copied into .kb/ (carry .kb). Chain the calls: a call made within 30 s of the last one finds the machine warm
 # (no start, and its build cache is still there). On nvidia-h200-x2 run two cases at once, one per GPU, each under
@@ -102,6 +91,9 @@ F)  # issue 13 item 2: the reward_norm ablation on the tiny preset (resumable: r
 F2) # issue 13 item 6: rollouts overlapping evaluation, or not (resumable likewise)
     ABLATE_DIR=out/ablate timeout -k 20 540 bash scripts/ablate.sh async_rollouts False True 2>&1 | stamp > $OUT/r/ablate_async.log
     tar czf $OUT/r/ablate_async.tgz --exclude='*.safetensors' --exclude='*.pt' out/ablate
+    ;;
+G)  # issue 13 item 4: the log-prob head's peak memory, full-vocabulary fp32 vs chunked, 0.5B, rows of 4096 tokens
+    timeout -k 10 300 python scripts/logp_memory.py --out=$OUT/r/logp_memory.jsonl > $OUT/r/logp_memory.log 2>&1
     ;;
 esac
 tar czf $OUT/r.tgz -C $OUT r
