@@ -579,12 +579,12 @@ def test_steps_per_hour_script(tmp_path):
     # (60 + 30 + 30) / 3 = 40 s/step -> 90 steps/hour; without step 0: 30 s/step -> 120 steps/hour
     assert "world_size 2, 3 steps, 40.0 s/step, 90 steps/hour; without step 0: 30.0 s/step, 120 steps/hour" in p.stdout
     assert "per step" not in p.stdout                                 # no new_kernels in this log: no breakdown
-    rows = [dict(t_gen=1.0, t_eval=e, t_train=0.5, new_kernels=k) for e, k in [(0.0, 0), (20.0, 2), (13.0, 1)]]
+    rows = [dict(t_gen=1.0, t_eval=e, t_train=0.5, new_kernels=k) for e, k in [(0.0, 0), (20.0, 1), (13.0, 1)]]
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     p = subprocess.run([sys.executable, "scripts/steps_per_hour.py", str(log)], capture_output=True, text=True,
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    # eval (0 + 20 + 13) / 3 = 11.0 s per step; 33 s over 3 new kernels = 11.0 s each
-    assert "per step: gen 1.0 s, eval 11.0 s, train 0.5 s; 3 new kernels, 11.0 s of evaluation each" in p.stdout, p.stdout
+    # eval (0 + 20 + 13) / 3 = 11.0 s per step; 33 s over 2 new kernels = 16.5 s each
+    assert "per step: gen 1.0 s, eval 11.0 s, train 0.5 s; 2 new kernels, 16.5 s of evaluation each" in p.stdout, p.stdout
 
 
 def test_step_summary_by_hand():
