@@ -160,7 +160,8 @@ if __name__ == "__main__":
                     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
                     common.append_jsonl(out, row)
     fmt = lambda v, f: "n/a" if v is None else format(v, f)
-    print(f"\n{model}, {cfg.num_hidden_layers} layers ({results[0]['params_m']:.0f}M params), rows of {prompt_len} "
+    pm = results[0]["params_m"]
+    print(f"\n{model}, {cfg.num_hidden_layers} layers ({pm:.{0 if pm >= 10 else 2}f}M params), rows of {prompt_len} "
           f"prompt + {completion_len} completion "
           f"tokens, {results[0]['device']}; peak = extra memory during the call (GiB; "
           f"{'allocated by torch' if cuda else 'resident set'})\n")

@@ -133,7 +133,8 @@ if __name__ == "__main__":
             model = Qwen2ForCausalLM(cfg).float()
         n_params = sum(p.numel() for p in model.parameters())
         # 1. rollouts, forced to full length
-        print(f"{name}: {n_params / 1e6:.0f}M params; " + (f"generating {num_prompts} x {num_generations} x "
+        size = f"{n_params / 1e6:.{0 if n_params >= 1e7 else 2}f}M params"
+        print(f"{name}: {size}; " + (f"generating {num_prompts} x {num_generations} x "
               f"{max_completion_length} tokens ({gen_dtype})" if rollouts == "generate" else "random rollouts"),
               flush=True)   # minutes for 1.5B in float32
         reset(cuda)
@@ -160,7 +161,7 @@ if __name__ == "__main__":
                    rollouts=rollouts, gen_s=gen_s and round(gen_s, 3), gen_tokens_per_s=gen_s and sum(lens) / gen_s,
                    gen_peak_gib=gib(gen_peak),
                    device=torch.cuda.get_device_name() if cuda else "cpu", torch=torch.__version__)
-        print(f"{name}: {n_params / 1e6:.0f}M params | " + (
+        print(f"{name}: {size} | " + (
               f"generated {len(samples)} x {max_completion_length} tokens in {gen_s:.1f}s = "
               f"{gen['gen_tokens_per_s']:.0f} tok/s" if gen_s else f"{len(samples)} random completions of "
               f"{max_completion_length} tokens") + f" (prompts {gen['prompt_tokens_mean']:.0f} tokens on average)",
@@ -209,8 +210,10 @@ if __name__ == "__main__":
         del model, samples
         reset(cuda)
     f = lambda v, spec: "n/a" if v is None else format(v, spec)
+    gen_how = ("no generation (random completions)" if rollouts == "random" else
+               f"generation in {gen_dtype if cuda else 'float32'}")
     print(f"\n{num_prompts} prompts x {num_generations} completions of {max_completion_length} tokens, "
-          f"{results[0]['device']}, generation in {gen_dtype if cuda else 'float32'}, training "
+          f"{results[0]['device']}, {gen_how}, training "
           f"{'under ' + dtype + ' autocast' if amp_on else 'in float32'} with float32 weights\n")
     print("| model | mbs | grad ckpt | gen tok/s | gen s | train s | train tok/s | peak gen (GiB) | peak train (GiB) "
           "| step peak (GiB) | status |")
