@@ -7,7 +7,10 @@
 # prints when the header and the builds landed. Next, in this order (start ~90 s):
 #  - C2's first line (throughput, ~80 s): does the header come first (pch_ready_s) and the batch go under 60 s?
 #  - B15a then B15b chained (the 15-minute from-scratch audit of the CUDA-L1 A100 release at evaluate.py's
-#    defaults: sum their times; candidates per minute printed at the end).
+#    defaults: sum their times; candidates per minute printed at the end). Only 73 of the release's 250 lines call
+#    load_inline (38 with pybind11 in the CUDA source, so torch/extension.h stays); a CUDA-L1 cuda.cu with torch's
+#    headers costs ~116 s of nvcc on the 2-core CPU machine (cudafe++ 35-38 s, cicc 43-47 s, host gcc 29-30 s,
+#    nvcc --time, session 11), so ~73 such builds on 14 cores should take minutes, not the whole 15.
 #  - G (~90 s): issue 13 item 4's peak memory on the GPU (measured on the CPU in session 11: 8.59 -> 2.10 GiB).
 # Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
 # files copied into .kb/ (carry .kb). Chain the calls: a call made within 30 s of the last one finds the machine warm
