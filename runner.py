@@ -505,7 +505,7 @@ def _handle(cmd, st, spec, dev):
             st["task"] = load_module(spec["task_path"], "cudal1_task")
         if cmd.get("task_only"):          # a timed runner, before the GPU's lock: its CUDA context now (one
             if cuda and EARLY_CONTEXT:    # allocation, no kernel), not at the buffer exchange under the lock, where
-                with contextlib.suppress(Exception):   # it was most of the 0.15 s "setup" (H200, 2026-12-02_s11;
+                with contextlib.suppress(Exception):   # it was, likely, most of the 0.15 s "setup" (H200, 2026-12-02_s11;
                     torch.empty(1, device=dev)        # issue 12 item 4); a failure shows at the exchange as before
             return dict(ok=True)
         cores.pin(cores.BUILD_CPUS)                       # off the timing cores again after the reference's calls

@@ -1,5 +1,5 @@
 """A timed runner makes its CUDA context before the GPU's lock (issue 12 item 4): at its task-only import, with one
-allocation and no kernel, rather than at the buffer exchange under the lock (most of the 0.15 s "setup" an evaluation
+allocation and no kernel, rather than at the buffer exchange under the lock (likely most of the 0.15 s "setup" an evaluation
 held the H200's lock, results/bench/2026-12-02_s11/call1_throughput.log). A CPU build of torch cannot make a context,
 so the allocation is recorded instead of made; CUDAL1_EARLY_CONTEXT=0 (runner.EARLY_CONTEXT) turns it off."""
 import os

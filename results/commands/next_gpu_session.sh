@@ -6,7 +6,7 @@
 # before the builds (buildcache.prebuild_pch, normal priority against the builds' nice 10), and bench_throughput.py
 # prints when the header and the builds landed; and a timed runner makes its CUDA context at its task-only import,
 # before the GPU's lock (runner.EARLY_CONTEXT; CUDAL1_EARLY_CONTEXT=0 turns it off), instead of at the buffer
-# exchange under the lock (most of the 0.15 s "setup" per evaluation). Next, in this order (start ~90 s):
+# exchange under the lock (likely most of the 0.15 s "setup" per evaluation). Next, in this order (start ~90 s):
 #  - A then C2 in ONE call (~260 + ~160 s): the GPU suite must pass whole with the early context (a context made
 #    beside another evaluation's timing must not move its clock: judge_clock_shave's margin is thin), then C2:
 #    throughput with both changes, and with CUDAL1_EARLY_CONTEXT=0 (A/B); does the batch go under 60 s?
