@@ -49,12 +49,9 @@ num_iterations > 1 the recorded old_logp serves every pass. The k3 KL term is ta
 importance weight, as TRL does, so its logged value is not the on-policy estimate. The prompts of step k+1 are
 written before step k's kernels enter the database (exemplars lag one step). Every step, the last too, generates the
 next batch, which the checkpoint keeps, so --resume continues exactly. Default: synchronous. On the H200 (tiny
-preset, one seed, results/tiny/h200/ablate_async_rollouts{,_s11}) both learned alike (1.06 -> 1.86x sync and 0.85 ->
-1.86x async; again 0.91 -> 1.75x and 0.88 -> 1.62x; clip_frac <= 0.005); generation is 0.5-1.4 s a step there, so
-nothing is overlapped: the second pair's 183 vs 299 steps/hour come from the kernels the policies drew (19 vs 11
-new, 11.0 vs 11.6 s of evaluation each; scripts/steps_per_hour.py). The gain is for real models: at 1.5B (random
-weights, transformers generate in float32: 258 s for 8 x 8 x 2048 tokens) scripts/rl_scale.py projects 353 s a step
-synchronous and 267 s overlapped, with 86 s of evaluation (results/bench/2026-12-02_s11/call2_rl_scale_1.5b.log).
+preset, results/tiny/h200/ablate_async_rollouts{,_s11}) sync and async learned alike (1.06/0.85 -> 1.86/1.86x, 0.91/0.88
+-> 1.75/1.62x) with 0.5-1.4 s of generation a step to hide; at 1.5B (258 s of it) scripts/rl_scale.py projects 353 s
+a step sync, 267 s async, with 86 s of evaluation (results/bench/2026-12-02_s11/call2_rl_scale_1.5b.log).
 
 Many GPUs (torchrun, issue 4): every rank holds the whole model, generates and evaluates num_prompts / world_size
 prompts on its own GPU, and gradients are summed over the ranks (the loss is divided by the totals of the whole
