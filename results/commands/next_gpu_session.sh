@@ -2,11 +2,12 @@
 # the plan of session 10: branch ref-first passed the whole GPU suite (82 passed) and was merged; throughput 74.2 s
 # (from 85.9 s; the builds now set the pace: the last landed at ~65 s, builds started before ~30 s took 14-19 s,
 # later ones 7-10 s: by those times main.cpp's precompiled header, which one build made for all, was ready only
-# then); E (1.5B grid) and F2 (async ablation with own build caches) finished issue 13. Since then (CPU-tested only): evaluate_many makes that header in its parent
-# before the builds (buildcache.prebuild_pch, normal priority against the builds' nice 10), and bench_throughput.py
-# prints when the header and the builds landed; and a timed runner makes its CUDA context at its task-only import,
+# then); E (1.5B grid) and F2 (async ablation with own build caches) finished issue 13. Since then, on
+# branch issue12-next (CPU-tested only, not on main): evaluate_many makes that header in its parent before the
+# builds (buildcache.prebuild_pch, normal priority against the builds' nice 10); and a timed runner makes its CUDA context at its task-only import,
 # before the GPU's lock (runner.EARLY_CONTEXT; CUDAL1_EARLY_CONTEXT=0 turns it off), instead of at the buffer
 # exchange under the lock (likely most of the 0.15 s "setup" per evaluation). Next, in this order (start ~90 s):
+#  - `git checkout issue12-next` first; merge into main only if A passes whole.
 #  - A then C2 in ONE call (~260 + ~160 s): the GPU suite must pass whole with the early context (a context made
 #    beside another evaluation's timing must not move its clock: judge_clock_shave's margin is thin), then C2:
 #    throughput with both changes, and with CUDAL1_EARLY_CONTEXT=0 (A/B); does the batch go under 60 s?
