@@ -115,7 +115,7 @@ def main():
           file=sys.stderr, flush=True)
 
     # when the batch's builds landed (each build folder's `done` marker) and when main.cpp's precompiled header did
-    # (made by evaluate_many's parent thread before the builds; builds that start earlier compile without it)
+    # (one build makes it for all; builds that start before it exists compile main.cpp without it)
     since = lambda p: round(os.path.getmtime(p) - t0, 1)
     done = sorted(since(os.path.join(root, d, "done")) for d in os.listdir(root)
                   if os.path.exists(os.path.join(root, d, "done")))
