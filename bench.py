@@ -76,6 +76,8 @@ if HERE not in sys.path:          # the fork server runs with `python -P` (no sc
 import judge  # noqa: E402
 import runner  # noqa: E402
 from forkserver import WorkerError, judge_for, gpu_lock  # noqa: E402
+import buildcache  # noqa: E402
+import cores  # noqa: E402
 from buildcache import cached_load_inline  # noqa: E402,F401 (public re-export)
 from runner import FIXED_FLAGS, set_flags, get_flags  # noqa: E402,F401 (public re-exports)
 from scan import static_check  # noqa: E402,F401
@@ -264,6 +266,21 @@ def build(candidate_src, *, task_src="", device="cuda", arch=None, build_root=No
     return {k: r.get(k) for k in ("candidate_hash", "status", "compiled", "error", "error_type", "compile_s")}
 
 
+def _prebuild_wanted(device, sources):
+    """Whether evaluate_many makes main.cpp's precompiled header before its builds: on a GPU (CPU runs are tests and
+    demos, whose few builds would compete with it on 2 cores), unless CUDAL1_PCH=0, when a candidate to build may
+    call load_inline."""
+    return device == "cuda" and os.environ.get("CUDAL1_PCH", "1") != "0" and \
+        any("load_inline" in s or "cpp_extension" in s for s in sources)
+
+
+def _prebuild_pch(root, build_cpus):
+    """buildcache.prebuild_pch on the build cores (a thread of the parent; gcc inherits the thread's affinity), never
+    raising: without the header the builds are slower, not wrong."""
+    with contextlib.suppress(Exception), cores.pinned(build_cpus):
+        buildcache.prebuild_pch(root, with_cuda=True)
+
+
 class _Live:
     """The runners of one evaluate_many's builds (or evaluations) in flight, for an interrupt to kill. Once closed, a
     runner that registers is killed at once: it was being forked (the fork server itself may still have been
@@ -329,6 +346,10 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overla
     for (_, task_src, cand_src, _), o in zip(jobs, opts):
         if not (o["static_checks"] and static_check(cand_src, task_src)):
             todo.setdefault(_hash(cand_src), (cand_src, o, task_src))
+    if _prebuild_wanted(device, [src for src, _, _ in todo.values()]):
+        root = opts[0]["build_root"]                      # main.cpp's precompiled header first, at normal priority
+        split = cores.core_split("cuda", slots[0])        # (read here: core_split caches the main thread's cores)
+        threading.Thread(target=_prebuild_pch, args=(root, split[1] if split else None), daemon=True).start()
     workers = build_workers or max(1, cpu_count() - (2 * len(slots) if overlap else 0))
     bpool = ThreadPoolExecutor(max(1, min(workers, len(todo) or 1)))
     done, building = [0], _Live()                         # building: the runners of builds in flight

@@ -171,7 +171,9 @@ def _pch_dir(root, args, light):
         with tempfile.TemporaryDirectory() as t:          # torch writes the flags it would compile main.cpp with
             ce._write_ninja_file_to_build_library(
                 path=os.path.join(t, "build.ninja"), name="pch", sources=[os.path.join(t, "main.cpp")],
-                extra_cflags=args["cflags"], extra_cuda_cflags=[], extra_sycl_cflags=[], extra_ldflags=[],
+                extra_cflags=args["cflags"], extra_sycl_cflags=[], extra_ldflags=[],
+                extra_cuda_cflags=["-arch=unused"],   # (the nvcc line is not used; without an arch flag torch asks
+                                                      # the GPU for one: a CUDA context in bench's parent)
                 extra_include_paths=args["includes"], with_cuda=with_cuda, with_sycl=False, is_standalone=False)
             line = next(x for x in open(os.path.join(t, "build.ninja")) if x.startswith("cflags = "))
         flags = [f for f in shlex.split(line[len("cflags = "):]) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
@@ -212,6 +214,20 @@ def _pch_dir(root, args, light):
             return d
     except Exception:
         return None
+
+
+def prebuild_pch(root=None, with_cuda=True):
+    """The precompiled header of main.cpp's light prelude for a candidate without extra flags or include folders (the
+    usual one), made now in this process: its folder, or None (no GCC, no CUDA_HOME for with_cuda, CUDAL1_PCH=0).
+
+    bench.evaluate_many starts it in a thread of the parent before the batch's first build: the builds ahead run at
+    nice 10 in runners that start ~5 s later, so at normal priority it is not slowed by the batch it serves. Made
+    inside the first build instead (as before), it was ready, by the builds' times, only at ~30 s among 14 builds on
+    the H200: the builds started before then took 14-19 s, those after 7-10 s (without the header main.cpp costs
+    2-2.5x the CPU time; results/bench/2026-12-02_s11/call1_throughput.log, issue 12 item 4). Same flags as a
+    candidate's own try, hence the same signature and folder (tests/test_build_failures.py)."""
+    args = inline_args("pch", ["void f();"], ["void g() {}"] if with_cuda else None, ["f"], with_cuda=with_cuda)
+    return _pch_dir(root or default_build_root(), args, light=True)
 
 
 def _light_dir(root):

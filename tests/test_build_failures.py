@@ -154,3 +154,50 @@ def test_a_broken_cuda_build_is_compiled_once(tmp_path, monkeypatch, cpp, cuda, 
         buildcache.cached_load_inline(name="cudal1_test_cuda_once", cpp_sources=cpp, cuda_sources=cuda,
                                       functions=["f"])
     assert len(calls) == 1, calls
+
+
+def test_prebuilt_pch_is_the_one_a_candidate_build_uses(tmp_path, monkeypatch):
+    """Issue 12 item 4: bench.evaluate_many makes main.cpp's precompiled header in the parent before the batch's builds
+    (buildcache.prebuild_pch); it must be the very header (same signature, same folder) that a candidate with CUDA
+    sources and no flags then finds, and making it must not touch the GPU (no CUDA context in bench's parent: torch
+    asks the GPU for an arch unless an arch flag is given). gcc is replaced by a recorder (a real header costs ~40 s)."""
+    import subprocess
+    import torch
+    monkeypatch.setattr(buildcache.cpp_extension, "CUDA_HOME", buildcache.cpp_extension.CUDA_HOME or
+                        str(tmp_path / "cuda"))                   # only written into the flags here
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    monkeypatch.delenv("CUDAL1_PCH", raising=False)
+
+    def no_gpu(*a, **k):
+        raise AssertionError("the GPU was asked")
+    for f in ("get_device_capability", "device_count", "init", "_lazy_init", "get_arch_list"):
+        monkeypatch.setattr(torch.cuda, f, no_gpu)
+    made, real_run = [], subprocess.run
+
+    def fake_gcc(cmd, *a, **kw):                                   # the header's compile only (torch's compiler
+        if "c++-header" not in cmd:                                # check runs the real one)
+            return real_run(cmd, *a, **kw)
+        out = cmd[cmd.index("-o") + 1]
+        made.append(out)
+        open(out, "w").close()
+        return subprocess.CompletedProcess(cmd, 0, b"", b"")
+    monkeypatch.setattr(subprocess, "run", fake_gcc)
+    d = buildcache.prebuild_pch(str(tmp_path), with_cuda=True)
+    assert d and len(made) == 1 and os.path.exists(os.path.join(d, "cudal1_light.h.gch")), (d, made)
+    # a candidate's main.cpp, as cached_load_inline asks for it: with_cuda from its CUDA sources, no flags
+    args = buildcache.inline_args("cand", "torch::Tensor f(torch::Tensor x) { return x; }",
+                                  "__global__ void k() {}", ["f"])
+    assert buildcache._pch_dir(str(tmp_path), args, light=True) == d and len(made) == 1, made
+    # a candidate with its own flags gets a header of its own (another signature): the prebuilt one is not forced on it
+    assert buildcache._pch_dir(str(tmp_path), dict(args, cflags=["-O3"]), light=True) != d
+
+
+def test_which_batches_prebuild_the_pch(monkeypatch):
+    """evaluate_many makes the header ahead only for GPU batches with something to build, and CUDAL1_PCH=0 stops it."""
+    monkeypatch.delenv("CUDAL1_PCH", raising=False)
+    ext, plain = "from torch.utils.cpp_extension import load_inline\n", "import torch\n"
+    assert bench._prebuild_wanted("cuda", [plain, ext])
+    assert not bench._prebuild_wanted("cuda", [plain, plain])
+    assert not bench._prebuild_wanted("cpu", [ext])
+    monkeypatch.setenv("CUDAL1_PCH", "0")
+    assert not bench._prebuild_wanted("cuda", [ext])
