@@ -128,7 +128,7 @@ def result_summary(res):
 
 def _options(device="cuda", protocol="strict", atol=1e-2, rtol=1e-2, num_correct_trials=None, timeout_s=300.0,
              arch=None, build_root=None, static_checks=True, time_budget_s=2.0, remeasure_above=3.0,
-             check_only=False, flags_override=None, extra_env=None):
+             check_only=False, flags_override=None, extra_env=None, reference_only=False):
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, not {protocol!r}")
     if (flags_override or extra_env) and static_checks:
@@ -138,11 +138,14 @@ def _options(device="cuda", protocol="strict", atol=1e-2, rtol=1e-2, num_correct
         raise ValueError(f"flags_override keys must be among {sorted(FIXED_FLAGS)}, not {sorted(bad)}")
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cuda' or 'cpu', not {device!r}")
+    if reference_only and check_only:
+        raise ValueError("reference_only times the reference; check_only times nothing: pass one of them")
     return dict(device=device, protocol=protocol, atol=atol, rtol=rtol, timeout_s=float(timeout_s), arch=arch,
                 trials=num_correct_trials or PROTOCOL_TRIALS[protocol], static_checks=static_checks,
                 build_root=os.path.abspath(build_root) if build_root else runner.default_build_root(),
                 time_budget_s=time_budget_s, remeasure_above=remeasure_above, check_only=check_only,
-                flags_override=dict(flags_override) if flags_override else None, extra_env=extra_env)
+                flags_override=dict(flags_override) if flags_override else None, extra_env=extra_env,
+                reference_only=reference_only)
 
 
 def _build_ahead(task_src, candidate_src, o, live=None):
@@ -160,7 +163,7 @@ def _evaluate(task_name, task_src, candidate_src, o, gpu=None, live=None, built=
     res = _blank_result(task_name, candidate_src, o["protocol"], o["device"])
     res["flags_override"] = o["flags_override"]
     verdict = static_check(candidate_src, task_src) if o["static_checks"] else None
-    b = None if verdict or built or o.get("build_only") or o["check_only"] else \
+    b = None if verdict or built or o.get("build_only") or o["check_only"] or o["reference_only"] else \
         _build_ahead(task_src, candidate_src, o, live)
     if verdict:
         res.update(status=verdict[0], hack=verdict[1], error=verdict[2],
@@ -201,7 +204,7 @@ def evaluate(task_src: str, candidate_src: str, *, task_name: str = "task", devi
              timeout_s: float = 300.0, arch: str | None = None, build_root: str | None = None,
              static_checks: bool = True, time_budget_s: float = 2.0, remeasure_above: float = 3.0,
              check_only: bool = False, flags_override: dict | None = None, extra_env: dict | None = None,
-             _gpu: str | None = None) -> dict:
+             reference_only: bool = False, _gpu: str | None = None) -> dict:
     """Builds, checks and times one candidate against its task; returns the result record (module docstring).
 
     protocol: one of PROTOCOLS; atol/rtol: isclose tolerances (KernelBench's published results: 1e-2);
@@ -212,10 +215,13 @@ def evaluate(task_src: str, candidate_src: str, *, task_name: str = "task", devi
     lower counts (CUDA-L1 §1.3); check_only: correctness only, no timing; static_checks=False for trusted
     baselines, which may also pass flags_override (backend flags, keys of FIXED_FLAGS, in force during the
     candidate's own code; the reference keeps FIXED_FLAGS) and extra_env (variables for the candidate's process,
-    e.g. a shared TORCHINDUCTOR_CACHE_DIR). Raises ValueError for a bad argument; never raises for a bad candidate.
+    e.g. a shared TORCHINDUCTOR_CACHE_DIR); reference_only: the reference's timed calls alone, as the first part of
+    any evaluation times them (ref_ms = cand_ms, speedup 1.0; the candidate is neither built nor imported:
+    evaluate.py's eager baseline, issue 12 item 4). Raises ValueError for a bad argument; never raises for a bad
+    candidate.
     """
     o = _options(device, protocol, atol, rtol, num_correct_trials, timeout_s, arch, build_root, static_checks,
-                 time_budget_s, remeasure_above, check_only, flags_override, extra_env)
+                 time_budget_s, remeasure_above, check_only, flags_override, extra_env, reference_only)
     return _evaluate(task_name, task_src, candidate_src, o, _gpu)
 
 
@@ -344,7 +350,7 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overla
     say = (lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True)) if progress else (lambda msg: None)
     todo = {}
     for (_, task_src, cand_src, _), o in zip(jobs, opts):
-        if not (o["static_checks"] and static_check(cand_src, task_src)):
+        if not (o["static_checks"] and static_check(cand_src, task_src)) and not o["reference_only"]:
             todo.setdefault(_hash(cand_src), (cand_src, o, task_src))
     if _prebuild_wanted(device, [src for src, _, _ in todo.values()]):
         root = opts[0]["build_root"]                      # main.cpp's precompiled header first, at normal priority

@@ -481,7 +481,7 @@ if __name__ == "__main__":
         # ---- phase 2: the baselines, trusted modules (static checks off), a chunk of tasks at a time: first the
         # compile baselines of the chunk into the shared cache in parallel, then every baseline timed one by one.
         # eager is the reference itself (1.0x); its time is the median ref_ms of the task's runs, and a task that has
-        # none (everything else failed before timing) gets a run of the reference against itself.
+        # none (everything else failed before timing) gets its reference timed alone (bench's reference_only).
         compile_env = baseline.cache_env(inductor_cache, compile_workers)  # the shared torch.compile cache
 
         def ref_ms(n):
@@ -531,9 +531,10 @@ if __name__ == "__main__":
                 if any(is_oom(r) for r in results):  # again alone, once the overlapping warm-up is done
                     warming.result()
                     retry_oom(bjobs, results, on_result=save(jobs), static_checks=False, **bench_kw)
-                # eager: the median ref_ms of the task's rows; the tasks without one (every other row failed or
-                # was rejected before timing: 162 of the CUDA-L1 A100 release's 250) get the reference timed against
-                # itself, all of the chunk in one evaluate_many (one by one they took ~1.4 s each on the H200)
+                # eager: the median ref_ms of the task's rows; the tasks without one (no row reached its timing:
+                # 125 of the CUDA-L1 A100 release's 250) get their reference timed alone (bench's reference_only: the
+                # first half of an evaluation), all of the chunk in one evaluate_many (one by one, each timed twice
+                # as reference and as candidate: 113 of 250 tasks took 157 s on the H200, 2026-12-02_s12)
                 eager = [n for n in part if "eager" in bl and (n, "eager") not in rows]
                 alone = [n for n in eager if ref_ms(n) is None]
                 ejobs = [(n, ref[n], baseline.baseline_source(ref[n], "eager")) for n in alone]
@@ -543,8 +544,9 @@ if __name__ == "__main__":
                     with save_lock:
                         rows[(n, "eager")] = record(n, "eager", dict(res, speedup=1.0 if res.get("ref_ms") else None))
                         common.append_jsonl(res_path, rows[(n, "eager")])
-                retry_oom(ejobs, run_bench(ejobs, static_checks=False, on_result=save_eager, **bench_kw),
-                          on_result=save_eager, static_checks=False, **bench_kw)
+                retry_oom(ejobs, run_bench(ejobs, static_checks=False, reference_only=True, on_result=save_eager,
+                                           **bench_kw), on_result=save_eager, static_checks=False, reference_only=True,
+                          **bench_kw)
                 for n in eager:
                     if n not in alone:
                         rows[(n, "eager")] = record(n, "eager", dict(status="ok", correct=True, speedup=1.0,

@@ -34,6 +34,11 @@ CLOCK_RETRY_BELOW = 20.0                # GPU: a clock_mismatch under this x its
                                         # 3.8x), gross 40x forgeries 2.3-2.9 ms (4.7-5.7x). Pooled, a second draw
                                         # cannot clear a forgery that claims less in both; only a far one (a patched
                                         # timer: 84 ms, 168x) is named without it, to save the time
+CLOCK_RETRY_FROM = 0.5                  # ... and so is a pass above this x its limit (no other hack): judge_clock_shave
+                                        # read 0.40, 0.496 (2026-12-02_s12) and 0.49 ms (2026-12-01_s8) against 0.5 in
+                                        # whole GPU suites, its reference's phase slowed (overhead 1.57-1.75 ms a call
+                                        # against 1.23-1.37 alone), and passed; honest kernels above half their limit:
+                                        # 4-6 of the 64 of bench_throughput.py (one more draw each)
 PREBUILD_MAX_S = 300.0                  # a build ahead's ModelNew (meta device) may take this long (its builds)
 BUILD_NICE = 10                         # builds ahead run at this niceness: a timed call beside them keeps its CPU
 MEM_LIMIT_GB = 32.0                     # host RSS of a candidate's process group (CUDAL1_MEM_LIMIT_GB overrides)
@@ -492,7 +497,9 @@ class _Session:
         overhead of all its calls, verdict()), so that load in one phase of one draw cannot hide a shave that the
         other draw showed (with the second draw alone, a reference phase slowed by 0.3 ms per call let a 0.76 ms
         shave through: tests/test_verdict.py). A consistent shave is named again; a forgery far over the limit is
-        named at once. Load is also kept off the timed side by cores.core_split. GPU only
+        named at once. A pass above CLOCK_RETRY_FROM x its limit is measured once more in the same way: load
+        through the reference's phase alone (read as overhead) can hide a shave too. Load is also kept off the timed
+        side by cores.core_split. GPU only
         (the parent's wall clock): on the CPU device every shave reads within 3x its limit, and on a busy 2-core box
         the second draw let judge_clock_shave pass once (2.10x, its reference's phase the contended one); there the
         median and the floor of verdict() carry the load instead."""
@@ -505,8 +512,10 @@ class _Session:
             if first is not None:
                 c["first"] = first
                 return
-            if self.clock_kind != "wall" or [k for k, _ in self.hacks] != ["clock_mismatch"] or \
-                    c["excess_ms"] > CLOCK_RETRY_BELOW * c["limit_ms"]:
+            hacks = [k for k, _ in self.hacks]
+            near = not hacks and c["excess_ms"] > CLOCK_RETRY_FROM * c["limit_ms"]      # a pass close to the limit
+            if self.clock_kind != "wall" or not (near or (hacks == ["clock_mismatch"] and
+                                                         c["excess_ms"] <= CLOCK_RETRY_BELOW * c["limit_ms"])):
                 return
             first, self.hacks, self.pool = c, [], (self.cand_sets, self.ref_sets)
             self.restart()
@@ -552,6 +561,11 @@ class _Session:
                 if timed:    # the reference first, before any code of the candidate runs anywhere (reference())
                     self.setup()
                     self.reference()
+                    if o["reference_only"]:              # its time alone (evaluate.py's eager baseline): done
+                        ms = _stat(o["protocol"], [(r, m) for r, m, _ in self.ref_sets[0]])
+                        res.update(status="ok", correct=True, ref_ms=ms, cand_ms=ms, speedup=1.0, speedup_rounded=1.0,
+                                   timed_calls=len(self.ref_sets[0]))
+                        return res
                     self.import_candidate(self.hang)      # its builds were made ahead: a cache hit, or a hang
                 self.models()
                 if not timed:

@@ -430,6 +430,7 @@ CASES2 = {   # name -> (candidate file, evaluate() keywords)
     "cudnn_override": ("cand_trusted_cudnn.py", dict(static_checks=False, flags_override={"cudnn_benchmark": True})),
     "env_missing": ("cand_needs_env.py", {}),
     "env_given": ("cand_needs_env.py", dict(static_checks=False, extra_env={"CUDAL1_TEST_EXTRA": "42"})),
+    "reference_only": ("cand_exit.py", dict(static_checks=False, reference_only=True)),   # its forward would exit
 }
 
 
@@ -481,6 +482,16 @@ def test_check_only_and_remeasure(env2):
     assert set(m) == {"first", "second", "rel_diff"}
     assert r["speedup"] == pytest.approx(min(m["first"]["speedup"], m["second"]["speedup"]))   # the lower counts
     assert env2["res"]["kernelbench"]["remeasure"] is None                                    # ~1x: timed once
+
+
+def test_reference_only_times_the_reference_alone(env2):
+    # evaluate.py's eager baseline (issue 12 item 4): the reference's timed calls, as every evaluation's first part;
+    # the candidate (here one whose forward would kill its process) is neither built nor run
+    r = check(env2["res"]["reference_only"], "ok")
+    assert r["correct"] and r["speedup"] == r["speedup_rounded"] == 1.0 and r["ref_ms"] == r["cand_ms"] > 0, r
+    assert r["timed_calls"] >= bench.MIN_CALLS and not r["compile_s"] and r["hack"] is None, r
+    with pytest.raises(ValueError, match="reference_only"):
+        bench.evaluate(TASK, TASK, device="cpu", reference_only=True, check_only=True)
 
 
 def test_content_keyed_cache_gets_no_speedup_under_strict(env2):

@@ -571,10 +571,11 @@ def test_pipeline_cudal1_file_without_task_set(tmp_path, monkeypatch, capsys):
     text = _run(monkeypatch, capsys, fake, f"--kernels={FIX}/eval_cudal1_none.jsonl", "--tasks_file=/nonexistent.jsonl",
                 "--device=cpu", "--baselines=eager", f"--eval_dir={out}", "--screen_degenerate=True")
     # the two lines without a kernel are not sent to bench; their references are then timed against themselves, both
-    # in ONE evaluate_many, static checks off (issue 12 item 4: one by one they were ~1.4 s each on the H200); the
+    # in ONE evaluate_many, static checks off (issue 12 item 4: one by one, 113 of 250 tasks took 157 s on the H200); the
     # tasks carry their own references, so bench's degenerate screen decides (REFERENCE.md §3's list does not apply)
     assert fake.calls == [("many", 1, True), ("screen", "level1/1"), ("screen", "level1/2"), ("screen", "level1/3"),
                           ("many", 2, False), ("job", "level1/1"), ("job", "level1/2")]
+    assert [k.get("reference_only") for k in fake.kw] == [True, True]   # timed alone, not against itself
     eager = {r["task"]: r for r in _lines(f"{out}/results.jsonl") if r["method"] == "eager"}
     assert [eager[f"level1/{i}"]["ref_ms"] for i in (1, 2, 3)] == [1.0, 1.0, 1.0]
     assert [eager[f"level1/{i}"]["speedup"] for i in (1, 2, 3)] == [1.0, 1.0, 1.0]

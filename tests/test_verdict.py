@@ -150,6 +150,34 @@ def test_a_legit_kernel_far_over_the_limit_under_load_gets_a_second_draw():
     assert hacks == ["clock_mismatch"] and calls["restart"] == 1
 
 
+def test_a_pass_close_to_the_limit_gets_a_second_draw():
+    # judge_clock_shave in the whole GPU suite of 2026-12-02_s12: 0.40 ms against 0.5 (its reference's phase slowed);
+    # measured again (pooled: the calmer reference's overhead counts) it reads as a shave that holds: named
+    hacks, clock, calls = measured([(0.40, 0.5), (0.70, 0.5)])
+    assert hacks == ["clock_mismatch"] and calls == dict(restart=1, verdict=2) and clock["first"]["excess_ms"] == 0.40
+    # an honest kernel at 0.45 of 0.5, then 0.2: no hack, the second draw is the verdict
+    hacks, clock, calls = measured([(0.45, 0.5), (0.2, 0.5)])
+    assert hacks == [] and calls["restart"] == 1 and clock["excess_ms"] == 0.2
+    # at or under half its limit: one draw; with another hack already named: no second draw either
+    hacks, _, calls = measured([(0.25, 0.5)])
+    assert hacks == [] and calls == dict(restart=0, verdict=1)
+    hacks, _, calls = measured([(0.45, 0.5)], hacks_before=[("fallback", "a build failed")])
+    assert hacks == ["fallback"] and calls["restart"] == 0
+    hacks, _, calls = measured([(0.45, 0.5)], clock_kind="cpu")
+    assert hacks == [] and calls["restart"] == 0
+
+
+def test_the_s12_shave_pooled_with_a_calm_reference_is_named():
+    # the numbers of call4_gpu_suite_early_context.log: claimed 1.95 ms, the candidate's least clock - claim 2.15 ms,
+    # the reference's (2.73 ms claimed) 1.75 ms: excess 0.40 ms, a pass; a second draw whose reference phase is calm
+    # (overhead 1.30, as alone: 1.23-1.37) pooled: 2.10 - 1.30 = 0.80 ms > 0.5: named
+    cand1, ref1 = [(1.95, 4.10)] * 5, [(2.73, 4.48)] * 5
+    res, hacks = verdict("cuda", cand1, ref1)
+    assert hacks == [] and res["clock"]["excess_ms"] == pytest.approx(0.40)
+    res, hacks = verdict("cuda", [(1.95, 4.05)] * 5, [(2.73, 4.03)] * 5, first=(cand1, ref1))
+    assert hacks == ["clock_mismatch"] and res["clock"]["excess_ms"] == pytest.approx(0.80)
+
+
 def test_the_cpu_device_does_not_measure_again():
     # on a busy 2-core box a second draw let judge_clock_shave through; the CPU verdict's median and floor stay alone
     hacks, _, calls = measured([(0.78, 0.68)], clock_kind="cpu")
