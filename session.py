@@ -561,7 +561,7 @@ class _Session:
                 if timed:    # the reference first, before any code of the candidate runs anywhere (reference())
                     self.setup()
                     self.reference()
-                    if o["reference_only"]:              # its time alone (evaluate.py's eager baseline): done
+                    if o.get("reference_only"):          # its time alone (evaluate.py's eager baseline): done
                         ms = _stat(o["protocol"], [(r, m) for r, m, _ in self.ref_sets[0]])
                         res.update(status="ok", correct=True, ref_ms=ms, cand_ms=ms, speedup=1.0, speedup_rounded=1.0,
                                    timed_calls=len(self.ref_sets[0]))

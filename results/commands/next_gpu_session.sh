@@ -1,5 +1,5 @@
 # The GPU measurements issue 12 still owes. Session 12 of 2026-12-02 (results/bench/2026-12-02_s12/COMMANDS.md) ran
-# branch issue12-next: the header made in evaluate_many's parent took the 64-kernel batch from 74.2 to 64.5 s (kept,
+# branch issue12-next (since merged into main and deleted): the header made in evaluate_many's parent took the 64-kernel batch from 74.2 to 64.5 s (kept,
 # on main); the early CUDA context took it to 54.0 s but let judge_clock_shave through in 2 of 2 whole GPU suites
 # (dropped); the from-scratch A100 audit's phase 1 took 397 s, and its phase 2 (eager references timed one by one,
 # each twice) was cut at 113 of 250 tasks after 157 s by the call's limit. Since then, on main, CPU-tested only:
