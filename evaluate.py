@@ -405,7 +405,9 @@ if __name__ == "__main__":
         if mains and not summarize_only:
             distinct = {key(n, c) for (n, _), s in samples.items() for c, _ in s if c}
             old = distinct & set(measured)
-            print(f"phase 1: {sum(bool(c) for s in samples.values() for c, _ in s)} answers of {len(ptasks)} tasks, "
+            nocode = sum(not c for s in samples.values() for c, _ in s)   # answers without a ModelNew block, no kernel
+            print(f"phase 1: {sum(bool(c) for s in samples.values() for c, _ in s)} answers of {len(ptasks)} tasks"
+                  + (f" ({nocode} more without code)" if nocode else "") + ", "
                   f"{len(distinct)} distinct kernels, each timed once ({len(names) - len(ptasks)} tasks already measured"
                   + (f"; {len(old)} kernels measured by an earlier run are reused" if old else "") + ")")
         def finish(n):  # the task's rows, once every one of its kernels is measured (called under save_lock)

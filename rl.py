@@ -369,10 +369,10 @@ if __name__ == "__main__":
     if not resume and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
         n_logged = len(common.read_jsonl(log_path))
         report = os.path.join(out_dir, "eval", "summary.md")
-        done = f"; it is finished (its report: {report})" if n_logged >= max_steps and os.path.exists(report) else ""
-        sys.exit(f"error: {rl_dir} already holds a run ({n_logged} logged steps{done}): --resume=True "
-                 f"continues it; for another run (e.g. an ablation) copy the prepared folder without its rl/ and eval/ "
-                 f"and point --out_dir at the copy, or delete {rl_dir}")
+        if n_logged >= max_steps and os.path.exists(report):   # the README: "it says the run is finished"
+            sys.exit(f"{rl_dir} holds a finished run (report: {report}): --resume=True prints the report again; --out_dir=ANOTHER_FOLDER makes another run")
+        sys.exit(f"error: {rl_dir} already holds a run ({n_logged} logged steps): --resume=True continues it; for another "
+                 f"run point --out_dir at another folder (or at a copy of this one without rl/ and eval/, to reuse its data and SFT model)")
     os.makedirs(rl_dir, exist_ok=True)
     rng = random.Random(seed)  # shared by all ranks: which tasks each step trains on
     rank_rng = random.Random(seed + 1 + rank)  # this rank's exemplar draws

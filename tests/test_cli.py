@@ -51,6 +51,13 @@ def test_rl_refuses_to_start_over_an_earlier_run(tmp_path):
     assert p.returncode != 0 and "already holds a run (2 logged steps): --resume=True continues it" in p.stderr, \
         (p.stdout[-2000:], p.stderr[-2000:])
     assert (rl / "log.jsonl").read_text().count("\n") == 2      # nothing written
+    # a finished run (every step logged, its report written) says so, and how to see it or make another
+    (rl / "log.jsonl").write_text("".join(json.dumps({"step": i}) + "\n" for i in range(1000)))
+    (tmp_path / "out" / "eval").mkdir()
+    (tmp_path / "out" / "eval" / "summary.md").write_text("report")
+    p = _run("rl.py", "--preset=tiny_cpu", f"--out_dir={tmp_path / 'out'}", "--prepare_if_missing=False")
+    assert p.returncode != 0 and "holds a finished run (report: " in p.stderr and \
+        "--resume=True prints the report again; --out_dir=ANOTHER_FOLDER makes another run" in p.stderr, p.stderr[-2000:]
 
 
 def test_prepare_rejects_an_unknown_split(tmp_path):
