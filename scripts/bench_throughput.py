@@ -10,8 +10,9 @@
    `--warm_header`: that header is made in the fresh cache BEFORE the clock starts (its time printed apart), as every
    RL step after the first finds it (it is made once per build folder, flag set and torch version); the default
    counts it.
-2. A fresh single-candidate compile through bench's cache (a new source; the precompiled header already warm,
-   as in an RL run): bench.build's compile_s.
+2. `--fresh` (3) fresh single-candidate compiles through bench's cache, one after another (new sources; the
+   precompiled header already warm, as in an RL run): bench.build's compile_s, the median quoted, and each one's ninja
+   steps (main.cpp, cuda.cu, the link) from its .ninja_log. `--n 0` measures only these.
 3. Plain torch.utils.cpp_extension.load_inline, default flags, on `--plain` fresh candidates (default 0: skipped),
    one after another, each in its own process (what a naive evaluator does); the sequential time for --n
    candidates is EXTRAPOLATED from their mean (building 64 that way takes ~30-50 min), and says so.
@@ -83,16 +84,33 @@ def plain_load_inline(k, workdir):
                 error=(p.stderr[-1500:] if p.returncode else ""))
 
 
+def ninja_steps(root, module_prefix):
+    """{output: seconds} of the build folder whose module starts with module_prefix, from ninja's .ninja_log (lines:
+    start ms, end ms, mtime, output, hash): main.o, cuda.cuda.o and the .so's link; {} when not found."""
+    for d in os.listdir(root):
+        log = os.path.join(root, d, ".ninja_log")
+        if os.path.exists(log) and any(f.startswith(module_prefix) for f in os.listdir(os.path.join(root, d))):
+            steps = {}
+            for line in open(log):
+                f = line.rstrip("\n").split("\t")
+                if len(f) == 5 and not line.startswith("#"):
+                    steps[f[3] if not f[3].endswith(".so") else "link .so"] = round((int(f[1]) - int(f[0])) / 1e3, 2)
+            return steps
+    return {}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON file for every figure and result")
     ap.add_argument("--n", type=int, default=64, help="distinct candidates in the evaluate_many batch")
     ap.add_argument("--plain", type=int, default=0, help="plain load_inline builds to time (then extrapolate)")
+    ap.add_argument("--fresh", type=int, default=3, help="fresh one-kernel builds after the batch (median quoted)")
     ap.add_argument("--build_workers", type=int, default=0, help="0 = bench's default (CPUs less 2 per GPU)")
     ap.add_argument("--time_budget_s", type=float, default=0.3, help="bench's time_budget_s for each candidate (s)")
     ap.add_argument("--warm_header", action="store_true",
                     help="make main.cpp's precompiled header before the clock starts (as an RL step after the first)")
     a = ap.parse_args()
+    a.warm_header = a.warm_header or a.n == 0         # the fresh builds below find the header made, as in an RL run
     tag = f"tp{int(time.time()) % 100000}"            # fresh sources on every run: nothing cached from before
     root = tempfile.mkdtemp(prefix="bench_tp_")
     out = dict(n=a.n, cpus=bench.cpu_count(), gpus=bench.torch.cuda.device_count(), build_root=root)
@@ -105,42 +123,52 @@ def main():
         assert out["warm_header_dir"], "--warm_header: no precompiled header was made (no GCC or CUDA_HOME?)"
         print(f"precompiled header made before the clock in {out['warm_header_s']} s (--warm_header)",
               file=sys.stderr, flush=True)
-    t0 = time.time()
-    def seen(i, r):      # each evaluation's wall and phases as it lands: a run cut by a time limit still tells
-        print(f"[tp] {time.time() - t0:.1f} s: {jobs[i][0]} {r['status']} eval {r.get('eval_s') or 0:.2f} s "
-              f"compile {r.get('compile_s') or 0:.1f} s phases {r.get('phase_s')}", file=sys.stderr, flush=True)
-    res = bench.evaluate_many(jobs, device="cuda", build_root=root, build_workers=a.build_workers or None,
-                              time_budget_s=a.time_budget_s, progress=True, on_result=seen)
-    out["batch_s"] = time.time() - t0
-    out["batch_eval_s"] = sum(r["eval_s"] or 0 for r in res)
-    out["batch_ok"] = sum(r["status"] == "ok" for r in res)
-    out["statuses"] = {s: sum(r["status"] == s for r in res) for s in {r["status"] for r in res}}
-    out["results"] = res
-    phases = {}                                     # where an evaluation's wall time goes (bench's phase_s)
-    for r in res:
-        for k, v in (r.get("phase_s") or {}).items():
-            phases.setdefault(k, []).append(v)
-    out["phase_median_s"] = {k: sorted(v)[len(v) // 2] for k, v in phases.items()}
-    out["eval_wall_median_s"] = sorted(r["eval_s"] or 0 for r in res)[len(res) // 2]
-    out["start_median_s"] = out["phase_median_s"].get("start")
-    print(f"median phases of one evaluation (s): {out['phase_median_s']}; median eval wall {out['eval_wall_median_s']:.1f} s",
-          file=sys.stderr, flush=True)
+    if a.n:                                          # (--n 0: only the fresh builds below)
+        t0 = time.time()
+        def seen(i, r):      # each evaluation's wall and phases as it lands: a run cut by a time limit still tells
+            print(f"[tp] {time.time() - t0:.1f} s: {jobs[i][0]} {r['status']} eval {r.get('eval_s') or 0:.2f} s "
+                  f"compile {r.get('compile_s') or 0:.1f} s phases {r.get('phase_s')}", file=sys.stderr, flush=True)
+        res = bench.evaluate_many(jobs, device="cuda", build_root=root, build_workers=a.build_workers or None,
+                                  time_budget_s=a.time_budget_s, progress=True, on_result=seen)
+        out["batch_s"] = time.time() - t0
+        out["batch_eval_s"] = sum(r["eval_s"] or 0 for r in res)
+        out["batch_ok"] = sum(r["status"] == "ok" for r in res)
+        out["statuses"] = {s: sum(r["status"] == s for r in res) for s in {r["status"] for r in res}}
+        out["results"] = res
+        phases = {}                                     # where an evaluation's wall time goes (bench's phase_s)
+        for r in res:
+            for k, v in (r.get("phase_s") or {}).items():
+                phases.setdefault(k, []).append(v)
+        out["phase_median_s"] = {k: sorted(v)[len(v) // 2] for k, v in phases.items()}
+        out["eval_wall_median_s"] = sorted(r["eval_s"] or 0 for r in res)[len(res) // 2]
+        out["start_median_s"] = out["phase_median_s"].get("start")
+        print(f"median phases of one evaluation (s): {out['phase_median_s']}; median eval wall {out['eval_wall_median_s']:.1f} s",
+              file=sys.stderr, flush=True)
 
-    # when the batch's builds landed (each build folder's `done` marker) and when main.cpp's precompiled header did
-    # (one build makes it for all; builds that start before it exists compile main.cpp without it)
-    since = lambda p: round(os.path.getmtime(p) - t0, 1)
-    done = sorted(since(os.path.join(root, d, "done")) for d in os.listdir(root)
-                  if os.path.exists(os.path.join(root, d, "done")))
-    gch = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(root, "pch")) for f in fs if f.endswith(".gch")]
-    out["pch_ready_s"] = min(map(since, gch)) if gch else None
-    out["builds_done_s"] = done
-    if done:
-        print(f"builds done at {done[0]} s (first), {done[len(done) // 2]} s (median), {done[-1]} s (last); "
-              f"precompiled header ready at {out['pch_ready_s']} s", file=sys.stderr, flush=True)
+        # when the batch's builds landed (each build folder's `done` marker) and when main.cpp's precompiled header did
+        # (one build makes it for all; builds that start before it exists compile main.cpp without it)
+        since = lambda p: round(os.path.getmtime(p) - t0, 1)
+        done = sorted(since(os.path.join(root, d, "done")) for d in os.listdir(root)
+                      if os.path.exists(os.path.join(root, d, "done")))
+        gch = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(root, "pch")) for f in fs if f.endswith(".gch")]
+        out["pch_ready_s"] = min(map(since, gch)) if gch else None
+        out["builds_done_s"] = done
+        if done:
+            print(f"builds done at {done[0]} s (first), {done[len(done) // 2]} s (median), {done[-1]} s (last); "
+                  f"precompiled header ready at {out['pch_ready_s']} s", file=sys.stderr, flush=True)
 
-    single = bench.build(candidate(10 ** 6, tag), device="cuda", build_root=root)
-    out["cached_fresh_compile_s"] = single["compile_s"] if single["status"] == "ok" else None
-    out["cached_fresh_status"] = single["status"]
+    # fresh one-kernel builds one after another (nothing else running), each one's ninja steps from its .ninja_log
+    fresh = []
+    for j in range(a.fresh):
+        b = bench.build(candidate(10 ** 6 + j, tag), device="cuda", build_root=root)
+        b["ninja_steps_s"] = ninja_steps(root, f"{tag}_relu_{10 ** 6 + j}")
+        fresh.append(b)
+        print(f"fresh build {j + 1}/{a.fresh}: {b['status']} {b['compile_s'] or float('nan'):.2f} s; ninja steps (s): "
+              f"{b['ninja_steps_s']}", file=sys.stderr, flush=True)
+    ok_s = sorted(b["compile_s"] for b in fresh if b["status"] == "ok" and b["compile_s"])
+    out["fresh_builds"] = fresh
+    out["cached_fresh_compile_s"] = ok_s[len(ok_s) // 2] if ok_s else None      # the median
+    out["cached_fresh_status"] = [b["status"] for b in fresh]
 
     plain = []
     with tempfile.TemporaryDirectory() as d:
@@ -155,11 +183,11 @@ def main():
     out["plain_sequential_extrapolated_s"] = out["plain_mean_s"] * a.n if ok else None
     ratio = out["plain_mean_s"] / out["cached_fresh_compile_s"] if ok and out["cached_fresh_compile_s"] else None
     out["single_compile_speedup"] = ratio
-    print(f"SUMMARY throughput: {a.n} distinct candidates end to end with evaluate_many: {out['batch_s']:.1f} s "
-          f"({out['batch_ok']}/{a.n} ok; {out['cpus']} CPUs, {out['gpus']} GPU(s)"
+    print(f"SUMMARY throughput: {a.n} distinct candidates end to end with evaluate_many: {out.get('batch_s', 0):.1f} s "
+          f"({out.get('batch_ok', 0)}/{a.n} ok; {out['cpus']} CPUs, {out['gpus']} GPU(s)"
           + (f"; header made before the clock in {out['warm_header_s']} s" if a.warm_header else "; header counted")
           + "); median process start "
-          f"{out['start_median_s'] or float('nan'):.3f} s; fresh single compile {out['cached_fresh_compile_s'] or float('nan'):.1f} s"
+          f"{out.get('start_median_s') or float('nan'):.3f} s; fresh single compile {out['cached_fresh_compile_s'] or float('nan'):.2f} s (median of {len(ok_s)})"
           + (f"; plain sequential load_inline {out['plain_mean_s']:.1f} s each (mean of {len(ok)}), EXTRAPOLATED "
              f"x{a.n} = {out['plain_sequential_extrapolated_s'] / 60:.1f} min ({ratio:.1f}x slower per build)"
              if ok and ratio else "")

@@ -56,12 +56,16 @@ C)  # issue 12: throughput, repeatability, timing table; issue 11: the precision
     timeout -k 5 200 python scripts/precision_calibration.py --device=cuda \
         --sample=.kb/cudal1_sample/a100_sample.jsonl --out $OUT/r/precision.md > $OUT/r/precision.log 2>&1
     ;;
-C3) # issue 12 item 4: the 64-candidate batch with main.cpp's header counted, then made before the clock
-    timeout -k 5 100 python scripts/bench_throughput.py --n 64 --out $OUT/r/throughput.json 2>&1 | stamp > $OUT/r/throughput.log
-    timeout -k 5 100 python scripts/bench_throughput.py --n 64 --warm_header \
+C3) # issue 12 item 4: the 64-candidate batch with main.cpp's header counted, then made before the clock; each ends
+    # with 3 fresh one-kernel builds (ninja steps logged); then 3 more linked with ld.bfd (CUDAL1_FAST_LD=0) for gold's share
+    which ld.gold ld.bfd > $OUT/r/linkers.txt 2>&1; nproc >> $OUT/r/linkers.txt
+    timeout -k 5 110 python scripts/bench_throughput.py --n 64 --out $OUT/r/throughput.json 2>&1 | stamp > $OUT/r/throughput.log
+    timeout -k 5 110 python scripts/bench_throughput.py --n 64 --warm_header \
         --out $OUT/r/throughput_warm_header.json 2>&1 | stamp > $OUT/r/throughput_warm_header.log
+    CUDAL1_FAST_LD=0 timeout -k 5 50 python scripts/bench_throughput.py --n 0 --fresh 3 \
+        --out $OUT/r/fresh_bfd.json 2>&1 | stamp > $OUT/r/fresh_bfd.log
     ;;
-AC3) A_TIMEOUT=330 bash "$0" A; bash "$0" C3   # one call (<= 540 s): the suite, then throughput (the machine stays warm between them)
+AC3) A_TIMEOUT=300 bash "$0" A; bash "$0" C3   # one call (<= 540 s): the suite, then throughput (the machine stays warm between them)
     ;;
 B15a) # issue 12 item 4: the whole A100 release from scratch (empty eval dir and build cache) at evaluate.py's
     # defaults; a call is 600 s at most, so B15b continues it in the next call (chained: out/ and the cache stay)
