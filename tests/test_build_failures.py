@@ -91,6 +91,7 @@ def test_a_failed_fast_link_is_linked_again_as_load_inline_links(evaluated, monk
     assert getattr(m, fn)() == 42
     ninja = open(os.path.join(os.path.dirname(m.__file__), "build.ninja")).read()
     assert "-lc10" in ninja and "no-linker-knows" not in ninja, ninja
+    assert "-pipe" in next(x for x in ninja.splitlines() if x.startswith("cflags")), ninja   # main.cpp's assembler beside it
 
 
 def test_a_killed_build_is_not_a_verdict():

@@ -65,6 +65,15 @@ C3) # issue 12 item 4: the 64-candidate batch with main.cpp's header counted, th
     CUDAL1_FAST_LD=0 timeout -k 5 50 python scripts/bench_throughput.py --n 0 --fresh 3 \
         --out $OUT/r/fresh_bfd.json 2>&1 | stamp > $OUT/r/fresh_bfd.log
     ;;
+C4) # issue 12 items 3-4 after -pipe (main.cpp's assembler beside the compiler): the batch with the header warm, then
+    # counted (5 and 3 fresh builds after them); then B15b on out/audit15 carried from B15a's audit15.tgz (its last 125
+    # eager rows reuse timed ref_ms: no GPU work), then repeatability
+    timeout -k 5 110 python scripts/bench_throughput.py --n 64 --warm_header --fresh 5 \
+        --out $OUT/r/throughput_warm_header.json 2>&1 | stamp > $OUT/r/throughput_warm_header.log
+    timeout -k 5 110 python scripts/bench_throughput.py --n 64 --out $OUT/r/throughput.json 2>&1 | stamp > $OUT/r/throughput.log
+    B_TIMEOUT=150 bash "$0" B15b
+    timeout -k 5 80 python scripts/bench_repeat.py --out $OUT/r/repeat.json > $OUT/r/repeat.log 2>&1
+    ;;
 AC3) A_TIMEOUT=300 bash "$0" A; bash "$0" C3   # one call (<= 540 s): the suite, then throughput (the machine stays warm between them)
     ;;
 B15a) # issue 12 item 4: the whole A100 release from scratch (empty eval dir and build cache) at evaluate.py's
@@ -74,7 +83,7 @@ B15a) # issue 12 item 4: the whole A100 release from scratch (empty eval dir and
         --eval_dir=out/audit15 2>&1 | stamp > $OUT/r/audit15a.log
     tar czf $OUT/r/audit15.tgz out/audit15
     ;;
-B15b) timeout -k 20 560 python evaluate.py --kernels=.kb/cudal1_release/a100.json --baselines=eager \
+B15b) timeout -k 20 ${B_TIMEOUT:-560} python evaluate.py --kernels=.kb/cudal1_release/a100.json --baselines=eager \
         --eval_dir=out/audit15 2>&1 | stamp > $OUT/r/audit15b.log
     tar czf $OUT/r/audit15.tgz out/audit15
     ;;
