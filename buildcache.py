@@ -62,8 +62,11 @@ _OWN_EXTENSION_H = re.compile(r'#\s*include\s*[<"]torch/extension\.h[>"]')
 _LIGHT_CPP = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>\n"
 # main.cpp through a pipe: the assembler works beside the compiler instead of after it (its ~0.2-0.3 s of a one-kernel
 # main.cpp's ~6 MB of assembly off the critical path; GCC still takes the precompiled header: -pipe is not one of the
-# options a .gch must match)
-_PIPE = ["-pipe"]
+# options a .gch must match). CUDAL1_PIPE=0: without it.
+def _pipe():
+    return [] if os.environ.get("CUDAL1_PIPE") == "0" else ["-pipe"]
+
+
 # The .so is linked with GNU gold where it is installed: 0.12 s instead of ld.bfd's 0.31 s for a one-kernel extension
 # on a 2-core CPU machine (issue 12 item 3: a fresh build <= 4 s). A link that fails with it is linked again with the
 # compiler's default linker (ninja relinks only), so nothing plain load_inline links is rejected. CUDAL1_FAST_LD: the
@@ -299,7 +302,7 @@ def _compile_extension(args, d, module, verbose, root):
         try:                                                                     # ninja recompiles what changed
             load = getattr(ce.load, "__wrapped__", ce.load)       # the call-counting wrapper: not here
             # -I comes before torch's -isystem folders, so GCC finds the .gch first
-            result = load(name=module, sources=sources, extra_cflags=args["cflags"] + _PIPE,
+            result = load(name=module, sources=sources, extra_cflags=args["cflags"] + _pipe(),
                           extra_cuda_cflags=args["cuda_cflags"], extra_ldflags=args["ldflags"] + fast_ld,
                           extra_include_paths=list(args["includes"]) + incs(), build_directory=d, verbose=False,
                           with_cuda=args["with_cuda"], is_python_module=args["is_python_module"])
