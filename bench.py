@@ -55,8 +55,8 @@ incorrect | timeout | crash | hack), compiled, correct, speedup (ref_ms / cand_m
 speedup_rounded (toward 1.00 at two decimals, as CUDA-L1), ref_ms, cand_ms (the protocol's statistic, ms per call),
 error (for a failed build: the first compiler error), error_type, hack (named kind), max_abs_err, max_rel_err,
 mismatches, nans, trials, timed_calls, protocol, device, device_name, torch_version, cuda_version, backend_flags,
-compile_s, eval_s, phase_s (wall s: start, import, models, wait, setup, trials, timing, reference and its parts
-ref_kill, ref_start, ref_setup, ref_calls), input_shapes,
+compile_s, eval_s, phase_s (wall s: start, import, models, wait, setup, trials, timing, end (the runner's death),
+reference and its parts ref_kill, ref_start, ref_setup, ref_calls), input_shapes,
 custom_kernel_calls (calls into load_inline/load extensions during the first trial; 0 = PyTorch-only; None =
 unknown), floor_ms, remeasure, flags_override, precision ({err, ref_err, half_err, threshold} of the worst checked
 output, judge.py), clock ({excess_ms, overhead_ms, limit_ms, claimed_ms, kind}: the parent's clock check),

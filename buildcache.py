@@ -13,7 +13,7 @@ too (a "failed" marker: the same sources fail at once the next time); a build th
 remembered (BUILD_FAILURES: the "fallback" hack). Calls into extension functions are counted
 (EXT_CALLS: custom_kernel_calls). Everything here runs in the candidate's process: bench.py trusts none of it.
 """
-import contextlib, fcntl, hashlib, importlib.util, json, os, re, shlex, shutil, subprocess, tempfile, types
+import contextlib, fcntl, hashlib, importlib.util, json, os, re, shlex, subprocess, tempfile, types
 
 import torch
 from torch.utils import cpp_extension
@@ -60,28 +60,6 @@ _HEADER_MISS = re.compile(r"is not a member of|was not declared|has not been dec
 # No such file or directory" in the precompiled header's folder), hiding the real first error (issue 11 item 5)
 _OWN_EXTENSION_H = re.compile(r'#\s*include\s*[<"]torch/extension\.h[>"]')
 _LIGHT_CPP = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>\n"
-# main.cpp through a pipe: the assembler works beside the compiler instead of after it (its ~0.2-0.3 s of a one-kernel
-# main.cpp's ~6 MB of assembly off the critical path; GCC still takes the precompiled header: -pipe is not one of the
-# options a .gch must match). CUDAL1_PIPE=0: without it.
-def _pipe():
-    return [] if os.environ.get("CUDAL1_PIPE") == "0" else ["-pipe"]
-
-
-# The .so is linked with GNU gold where it is installed: 0.12 s instead of ld.bfd's 0.31 s for a one-kernel extension
-# on a 2-core CPU machine (issue 12 item 3: a fresh build <= 4 s). A link that fails with it is linked again with the
-# compiler's default linker (ninja relinks only), so nothing plain load_inline links is rejected. CUDAL1_FAST_LD: the
-# flag to try (default -fuse-ld=gold), 0 to link as load_inline does.
-_LINK_FAILED = re.compile(r"FAILED: (\[code=\d+\] )?\S+\.so\b")   # ninja's line for a failed link step
-
-
-def fast_ld_flags(ldflags):
-    """The extra linker flag to try first ([] when switched off, not installed, or the candidate picks a linker)."""
-    flag = os.environ.get("CUDAL1_FAST_LD", "-fuse-ld=gold")
-    if flag in ("", "0") or any("fuse-ld" in f for f in ldflags):
-        return []
-    if flag == "-fuse-ld=gold" and not shutil.which("ld.gold"):
-        return []
-    return [flag]
 
 
 _EXT_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[">][^\n]*$', re.M)
@@ -291,7 +269,6 @@ def _compile_extension(args, d, module, verbose, root):
         cuda_tries = ([_FULL_PRELUDE + [light]] if light else []) + [full] if _MENTIONS_TORCH.search(text) else \
             [_LIGHT_PRELUDE + list(args["cuda"]), full]
     main, ci, ui = os.path.join(d, "main.cpp"), 0, 0          # which prelude of main.cpp / cuda.cu now
-    fast_ld = fast_ld_flags(args["ldflags"])
     while True:
         cpp_prelude, incs = tries[ci]
         _write_if_changed(main, "\n".join(([cpp_prelude] if cpp_prelude else []) + body))
@@ -302,16 +279,14 @@ def _compile_extension(args, d, module, verbose, root):
         try:                                                                     # ninja recompiles what changed
             load = getattr(ce.load, "__wrapped__", ce.load)       # the call-counting wrapper: not here
             # -I comes before torch's -isystem folders, so GCC finds the .gch first
-            result = load(name=module, sources=sources, extra_cflags=args["cflags"] + _pipe(),
-                          extra_cuda_cflags=args["cuda_cflags"], extra_ldflags=args["ldflags"] + fast_ld,
+            result = load(name=module, sources=sources, extra_cflags=args["cflags"],
+                          extra_cuda_cflags=args["cuda_cflags"], extra_ldflags=args["ldflags"],
                           extra_include_paths=list(args["includes"]) + incs(), build_directory=d, verbose=False,
                           with_cuda=args["with_cuda"], is_python_module=args["is_python_module"])
             break
         except Exception as e:
             msg = str(e)
-            if fast_ld and _LINK_FAILED.search(msg):
-                fast_ld = []              # the fast linker failed: link as load_inline does (the objects stay)
-            elif ui + 1 < len(cuda_tries) and needs_more_headers(msg, "cuda.cu"):
+            if ui + 1 < len(cuda_tries) and needs_more_headers(msg, "cuda.cu"):
                 ui += 1                   # cuda.cu needs torch's types (or its own headers) after all
             elif ci + 1 < len(tries) and needs_more_headers(msg, "main.cpp", args["functions"] or ()) \
                     and not _OWN_EXTENSION_H.search("\n".join(args["cpp"])):

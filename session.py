@@ -508,6 +508,7 @@ class _Session:
         while True:
             self.timing()
             self.end_candidate()
+            self.lap("end")               # the runner's death (its CUDA context torn down) under the lock
             self.verdict()
             c, res = self.res["clock"], self.res
             if first is not None:

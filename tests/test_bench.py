@@ -221,7 +221,7 @@ def test_evaluate_many_keeps_order_and_isolates_failures(env):
     # c's own keywords (the 4th item) applied to c alone; on_result saw every job once, as it finished
     assert (a["trials"], a["timed_calls"] > 0) == (2, True) and (c["trials"], c["timed_calls"], c["speedup"]) == (1, 0, None)
     assert sorted(env["many_seen"]) == [(0, "ok"), (1, "static"), (2, "ok")]
-    assert set(a["phase_s"]) >= {"start", "setup", "import", "models", "trials", "timing"}, a["phase_s"]
+    assert set(a["phase_s"]) >= {"start", "setup", "import", "models", "trials", "timing", "end"}, a["phase_s"]
 
 
 def test_gpu_lock_wait_is_not_the_candidates_time(tmp_path):

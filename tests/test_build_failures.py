@@ -72,28 +72,6 @@ def test_a_verbose_failed_build_is_explained_and_kept(evaluated, monkeypatch):
     assert len(failed - before) == 1, os.listdir(root)
 
 
-def test_a_failed_fast_link_is_linked_again_as_load_inline_links(evaluated, monkeypatch):
-    """The .so is linked with gold first where it is installed (issue 12 item 3); a link that fails with the fast
-    linker's flag is linked again without it (the objects kept), never rejected. The flag is an env setting, so a
-    flag no linker knows stands in for a gold that fails."""
-    monkeypatch.delenv("CUDAL1_FAST_LD", raising=False)
-    import shutil
-    assert buildcache.fast_ld_flags([]) == (["-fuse-ld=gold"] if shutil.which("ld.gold") else [])
-    assert buildcache.fast_ld_flags(["-fuse-ld=lld"]) == []          # the candidate's own linker wins
-    monkeypatch.setenv("CUDAL1_FAST_LD", "0")
-    assert buildcache.fast_ld_flags([]) == []
-    root = evaluated[1]                                    # its precompiled headers are made: a faster test
-    monkeypatch.setenv("CUDAL1_BUILD_ROOT", root)
-    monkeypatch.setenv("CUDAL1_FAST_LD", "-Wl,--no-linker-knows-this-option")
-    cpp = f"int relinked_{time.time_ns()}() {{ return 42; }}"
-    fn = cpp.split()[1].rstrip("()")
-    m = buildcache.cached_load_inline(name="cudal1_test_relink", cpp_sources=cpp, functions=[fn])
-    assert getattr(m, fn)() == 42
-    ninja = open(os.path.join(os.path.dirname(m.__file__), "build.ninja")).read()
-    assert "-lc10" in ninja and "no-linker-knows" not in ninja, ninja
-    assert "-pipe" in next(x for x in ninja.splitlines() if x.startswith("cflags")), ninja   # main.cpp's assembler beside it
-
-
 def test_a_killed_build_is_not_a_verdict():
     assert buildcache.is_verdict("main.cpp:3:5: error: 'f' was not declared in this scope")
     assert not buildcache.is_verdict("nvcc error   : 'cicc' died due to signal 9 (Kill signal)")

@@ -1,15 +1,11 @@
-# The GPU measurements issue 12 still owes. Session 12 of 2026-12-02 (results/bench/2026-12-02_s12/COMMANDS.md) ran
-# branch issue12-next (since merged into main and deleted): the header made in evaluate_many's parent took the 64-kernel batch from 74.2 to 64.5 s (kept,
-# on main); the early CUDA context took it to 54.0 s but let judge_clock_shave through in 2 of 2 whole GPU suites
-# (dropped); the from-scratch A100 audit's phase 1 took 397 s, and its phase 2 (eager references timed one by one,
-# each twice) was cut at 113 of 250 tasks after 157 s by the call's limit. Since then, on main, CPU-tested only:
-# phase 2 times each such reference once (bench's reference_only), all in one evaluate_many; a clock check that passes above half its limit gets a second, pooled draw
-# (session.CLOCK_RETRY_FROM); bench_throughput.py --warm_header. Next, in this order (start ~90 s):
-#  - AC3 in ONE call (~250 + ~80 + ~70 s): the GPU suite must pass whole (judge_clock_shave named; no legitimate case
-#    named clock_mismatch after the wider second draw), then the batch with the header counted and with it warm
-#    (as every RL step after the first finds it): under 60 s?
-#  - B15a then B15b chained: the 15-minute from-scratch audit (sum the two calls' times if B15a is cut; its
-#    candidates per minute printed at the end).
+# The GPU measurements issue 12 still owes. Session 13 of 2026-12-02 (results/bench/2026-12-02_s13/COMMANDS.md): the
+# whole GPU suite passed (82), the 64-kernel batch took 55.5 / 59.2 s with the header warm and 67.6 / 58.8 s from an
+# empty cache, the from-scratch A100 audit 560 s (B15a then B15b), repeatability 2.38% worst spread; the fresh
+# one-kernel build stayed at 4.0-5.1 s (medians). Since then, CPU-tested only: phase_s.end (the runner's death under
+# the GPU's lock). Next:
+#  - AC3 (~500 s): the GPU suite on the newest main, then the batch (C3), whose log now shows `end` per evaluation:
+#    if the runner's death is most of the ~0.17 s a lap beyond the logged phases, that is the next lever.
+#  - D (~450 s): the README's main command on one GPU, for the newcomer's GPU half.
 # Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
 # files copied into .kb/ (carry .kb). Chain the calls: a call made within 30 s of the last one finds the machine warm
 # (no start, and its build cache is still there). On nvidia-h200-x2 run two cases at once, one per GPU, each under
@@ -57,15 +53,13 @@ C)  # issue 12: throughput, repeatability, timing table; issue 11: the precision
         --sample=.kb/cudal1_sample/a100_sample.jsonl --out $OUT/r/precision.md > $OUT/r/precision.log 2>&1
     ;;
 C3) # issue 12 item 4: the 64-candidate batch with main.cpp's header counted, then made before the clock; each ends
-    # with 3 fresh one-kernel builds (ninja steps logged); then 3 more linked with ld.bfd (CUDAL1_FAST_LD=0) for gold's share
+    # with 3 fresh one-kernel builds (ninja steps logged)
     which ld.gold ld.bfd > $OUT/r/linkers.txt 2>&1; nproc >> $OUT/r/linkers.txt
     timeout -k 5 110 python scripts/bench_throughput.py --n 64 --out $OUT/r/throughput.json 2>&1 | stamp > $OUT/r/throughput.log
     timeout -k 5 110 python scripts/bench_throughput.py --n 64 --warm_header \
         --out $OUT/r/throughput_warm_header.json 2>&1 | stamp > $OUT/r/throughput_warm_header.log
-    CUDAL1_FAST_LD=0 timeout -k 5 50 python scripts/bench_throughput.py --n 0 --fresh 3 \
-        --out $OUT/r/fresh_bfd.json 2>&1 | stamp > $OUT/r/fresh_bfd.log
     ;;
-C4) # issue 12 items 3-4 after -pipe (main.cpp's assembler beside the compiler): the batch with the header warm, then
+C4) # issue 12 items 3-4 (session 13 ran it with -pipe, since taken out): the batch with the header warm, then
     # counted (5 and 3 fresh builds after them); then B15b on out/audit15 carried from B15a's audit15.tgz (its last 125
     # eager rows reuse timed ref_ms: no GPU work), then repeatability
     timeout -k 5 110 python scripts/bench_throughput.py --n 64 --warm_header --fresh 5 \
