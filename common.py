@@ -281,7 +281,7 @@ def hub_unreachable(timeout_s=3.0):
         return f"{host}:{port} cannot be reached: {getattr(e, 'strerror', None) or e}"
 
 
-def resolve_model(name):
+def resolve_model(name, paths_only=False):
     """Where load_model finds `name`: (path or Hugging Face name, local_files_only). Checked before transformers is
     asked, so that a mistake costs a second and one line instead of a minute of retries and a traceback (issue 14
     item 4): an existing folder must hold a model (config.json); a name that looks like a path (starts with / . ~,
@@ -309,6 +309,8 @@ def resolve_model(name):
         else:
             hint = f"its folder {parent} does not exist either"
         raise RuntimeError(f"model folder {name!r} does not exist; {hint}")
+    if paths_only:  # (evaluate.py's check before it writes anything: the Hub is asked only when a model is loaded)
+        return name, False
     cached = False
     try:
         from huggingface_hub import try_to_load_from_cache

@@ -312,6 +312,11 @@ if __name__ == "__main__":
         sys.exit(f"error: {e}")
     if not mains and not bl:
         sys.exit("error: nothing to evaluate: no --kernels, no --model and no --baselines")
+    for _, name in (mains if model else []):  # a mistyped model folder: its one-line error before anything is written
+        try:
+            common.resolve_model(name, paths_only=True)
+        except RuntimeError as e:
+            sys.exit(f"error: {e}")
     tasks_file = tasks_file or os.path.join(out_dir, "tasks.jsonl")
     db_file = db_file or os.path.join(out_dir, "rl", "db.json")
     stem = re.sub(r"\W+", "_", os.path.splitext(os.path.basename(kernels))[0]) if kernels else ""
@@ -335,7 +340,10 @@ if __name__ == "__main__":
     if tasks is None and summarize_only:  # the report alone needs only the names
         tasks = [dict(name=n, level=taskset.level_of(n), src=None, split=None) for n in dict.fromkeys(t for t, _ in rows)]
     if tasks is None:
-        sys.exit(f"error: no task set: {tasks_file} does not exist, no --kernelbench_dir, and no kernels file with ref_code")
+        env = os.environ.get("KERNELBENCH_DIR")                     # set, but to a folder that is not there
+        sys.exit(f"error: no task set: {tasks_file} does not exist, no --kernelbench_dir"
+                 + (f", $KERNELBENCH_DIR={env} is not a folder" if env and not os.path.isdir(env) else "")
+                 + ", and no kernels file with ref_code")
     outside = {k["task"] for k in taskset.match_tasks(krows, tasks)} - {t["name"] for t in tasks}
     if outside:
         print(f"ignoring the kernels of {len(outside)} tasks not in the task set: {sorted(outside)[:5]}")

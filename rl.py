@@ -369,8 +369,8 @@ if __name__ == "__main__":
     if not resume and os.path.exists(log_path) and os.path.getsize(log_path) > 0:
         n_logged = len(common.read_jsonl(log_path))
         report = os.path.join(out_dir, "eval", "summary.md")
-        if n_logged >= max_steps and os.path.exists(report):   # the README: "it says the run is finished"
-            sys.exit(f"{rl_dir} holds a finished run (report: {report}): --resume=True prints the report again; --out_dir=ANOTHER_FOLDER makes another run")
+        if n_logged >= max_steps and os.path.exists(report):   # the README: "it says the run is finished" (not an error)
+            print(f"{rl_dir} holds a finished run (report: {report}): --resume=True prints the report again; --out_dir=ANOTHER_FOLDER makes another run") or sys.exit(0)
         sys.exit(f"error: {rl_dir} already holds a run ({n_logged} logged steps): --resume=True continues it; for another "
                  f"run point --out_dir at another folder (or at a copy of this one without rl/ and eval/, to reuse its data and SFT model)")
     os.makedirs(rl_dir, exist_ok=True)

@@ -112,3 +112,17 @@ def test_error_line_by_hand():
     assert common.error_line(dict(error="no result within 9 s; log tail:\nstep 1\nKilled\n\n")) == \
         "no result within 9 s; its last output line: Killed"
     assert common.error_line(dict(error="ValueError: x\nmore")) == "ValueError: x" and common.error_line({}) == ""
+
+
+def test_evaluate_stops_before_writing_for_a_mistyped_model_folder_or_task_folder(tmp_path):
+    """A newcomer's two mistakes (2026-12-02): a mistyped --model folder once left out_dir/eval/runs.jsonl behind and
+    then named that new folder among the candidates; a $KERNELBENCH_DIR that is not a folder was not mentioned."""
+    (tmp_path / "out" / "sft").mkdir(parents=True)
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "evaluate.py"), "--preset=demo", "--model=out/sfft",
+                        "--out_dir=out/x7"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    line = one_error_line(p)
+    assert line == "error: model folder 'out/sfft' does not exist; did you mean 'out/sft'?", line
+    assert sorted(os.listdir(tmp_path / "out")) == ["sft"]                 # nothing written
+    p = run(["evaluate.py", "--device=cpu", "--baselines=eager", "--levels=1", f"--out_dir={tmp_path / 'x8'}"],
+            env=dict(KERNELBENCH_DIR=str(tmp_path / "no_such_folder")))
+    assert f"$KERNELBENCH_DIR={tmp_path / 'no_such_folder'} is not a folder" in one_error_line(p), p.stderr

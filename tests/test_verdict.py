@@ -100,7 +100,8 @@ def measured(attempts, hacks_before=(), clock_kind="wall"):
     """_Session.measure() over scripted attempts: each (excess ms, limit ms) is what one measurement's verdict finds
     (a clock_mismatch when excess > limit). Returns the final hacks, the clock record and the restarts made."""
     s = object.__new__(bench._Session)
-    s.res, s.hacks, calls = {}, list(hacks_before), dict(restart=0, verdict=0)
+    s.res, s.hacks, calls = {"phase_s": {}}, list(hacks_before), dict(restart=0, verdict=0)
+    s.mark = 0.0                                      # lap()'s clock: the phases are not what these tests read
     s.cand_sets = s.ref_sets = s.pool = None
     s.clock_kind = clock_kind
     script = iter(attempts)
