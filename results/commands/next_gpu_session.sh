@@ -3,11 +3,13 @@
 # empty cache, the from-scratch A100 audit 560 s (B15a then B15b), repeatability 2.38% worst spread; the fresh
 # one-kernel build stayed at 4.0-5.1 s (medians). Since then, CPU-tested only: phase_s.end (the runner's death under
 # the GPU's lock). Next:
-#  - AC3 (~500 s) on branch issue12-split-main (git checkout issue12-split-main first): the split build (main.cpp
+#  - AC3 (~500 s) on branch issue12-split-main (git checkout issue12-split-main first; if that branch is gone,
+#    `git checkout -b issue12-split-main && git am results/patches/issue12-split-main.patch`): the split build (main.cpp
 #    and glue.cpp side by side, CPU-tested only) must pass the whole GPU suite, then the batch and --fresh builds
 #    (C3): fresh builds were 4.0-5.1 s (medians) with main.cpp 3.5-4.8 s on the critical path; on a 2-core CPU the
 #    split took a one-kernel C++ build from 8.6-9.6 s to 5.8-6.6 s. Merge it if the suite passes and builds are
-#    faster. The batch's log also shows `end` per evaluation (the runner's death under the lock, on main too).
+#    faster, and once the branch's CPU suite is back under CI's 12 minutes (955 s on 2026-12-02 against main's 650 s,
+#    cause not found). The batch's log also shows `end` per evaluation (the runner's death under the lock, on main too).
 #  - D (~450 s): the README's main command on one GPU, for the newcomer's GPU half.
 # Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
 # files copied into .kb/ (carry .kb). Chain the calls: a call made within 30 s of the last one finds the machine warm
