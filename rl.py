@@ -370,7 +370,8 @@ if __name__ == "__main__":
         n_logged = len(common.read_jsonl(log_path))
         report = os.path.join(out_dir, "eval", "summary.md")
         if n_logged >= max_steps and os.path.exists(report):   # the README: "it says the run is finished" (not an error)
-            print(f"{rl_dir} holds a finished run (report: {report}): --resume=True prints the report again; --out_dir=ANOTHER_FOLDER makes another run") or sys.exit(0)
+            print(f"{rl_dir} holds a finished run (report: {report}): --resume=True prints the report again; --out_dir=ANOTHER_FOLDER makes another run")
+            sys.exit(0)
         sys.exit(f"error: {rl_dir} already holds a run ({n_logged} logged steps): --resume=True continues it; for another "
                  f"run point --out_dir at another folder (or at a copy of this one without rl/ and eval/, to reuse its data and SFT model)")
     os.makedirs(rl_dir, exist_ok=True)
@@ -639,8 +640,7 @@ if __name__ == "__main__":
     if master and history:
         first, last = history[0], history[-1]
         print(f"speedup of sampled kernels (failures as 0): step 0 {first['speedup_all']:.2f}x -> step {last['step']} "
-              f"{last['speedup_all']:.2f}x; fraction of the best seed kernel {first['frac_of_best']:.2f} -> "
-              f"{last['frac_of_best']:.2f}")
+              f"{last['speedup_all']:.2f}x; fraction of the best seed kernel {first['frac_of_best']:.2f} -> {last['frac_of_best']:.2f}")
     del llm
     common.ddp_cleanup()
     stages.STAGE_S["rl.py"] = time.time() - t_rl
