@@ -60,6 +60,15 @@ _HEADER_MISS = re.compile(r"is not a member of|was not declared|has not been dec
 # No such file or directory" in the precompiled header's folder), hiding the real first error (issue 11 item 5)
 _OWN_EXTENSION_H = re.compile(r'#\s*include\s*[<"]torch/extension\.h[>"]')
 _LIGHT_CPP = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>\n"
+# The split build's two translation units, compiled side by side (issue 12 item 3: a fresh build <= 4 s): main.cpp
+# holds the candidate's cpp_sources under torch/types.h alone, glue.cpp their declarations and load_inline's pybind
+# block under pybind11 and torch's exception wrapper (torch::Tensor and the other at:: names as torch/types.h spells
+# them). Each costs about half of the light main.cpp: on a 2-core CPU machine 3.1-4.2 s and 3.9 s against 7.1-7.5 s
+# for the one-kernel main.cpp (most of it the headers' own template instantiation and code, which a precompiled
+# header does not save), and the two run at once.
+_SPLIT_A = "#include <torch/types.h>\n"
+_SPLIT_B = "#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>\nnamespace torch { using namespace at; }\n"
+_OURS = {True: ("cudal1_light.h", _LIGHT_CPP), "a": ("cudal1_a.h", _SPLIT_A), "b": ("cudal1_b.h", _SPLIT_B)}
 
 
 _EXT_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[">][^\n]*$', re.M)
@@ -155,7 +164,8 @@ def _load_built(d, is_python_module):
 
 def _pch_dir(root, args, light):
     """An include folder holding a GCC precompiled header for main.cpp's prelude built with this build's exact flags
-    (torch's own ninja file's), or None. light: our cudal1_light.h (_LIGHT_CPP); else torch/extension.h.
+    (torch's own ninja file's), or None. light: one of our preludes (_OURS: True for cudal1_light.h, "a" and "b"
+    for the split build's two); False: torch/extension.h.
 
     The idea of load_inline(use_pch=True), kept in our cache, one per flag set, written atomically and never waited
     for: while one process builds it, the others compile without. GCC checks a .gch against the compile's options
@@ -178,15 +188,15 @@ def _pch_dir(root, args, light):
             line = next(x for x in open(os.path.join(t, "build.ninja")) if x.startswith("cflags = "))
         flags = [f for f in shlex.split(line[len("cflags = "):]) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
         torch_header = os.path.join(os.path.dirname(torch.__file__), "include", "torch", "extension.h")
-        sig = hashlib.sha256(json.dumps([cxx, light and _LIGHT_CPP, torch_header, flags,
+        sig = hashlib.sha256(json.dumps([cxx, light and _OURS[light][1], torch_header, flags,
                                          torch.__version__]).encode()).hexdigest()[:16]
         top, d = os.path.join(root, "pch"), os.path.join(root, "pch", sig)
-        name = "cudal1_light.h" if light else os.path.join("torch", "extension.h")
+        name = _OURS[light][0] if light else os.path.join("torch", "extension.h")
         header, gch = (os.path.join(d, name) if light else torch_header), os.path.join(d, name + ".gch")
         if light and not os.path.exists(header):
             os.makedirs(d, exist_ok=True)
             with open(header + f".tmp{os.getpid()}", "w") as f:
-                f.write(_LIGHT_CPP)
+                f.write(_OURS[light][1])
             os.replace(header + f".tmp{os.getpid()}", header)
         if os.path.exists(gch):
             return d
@@ -216,7 +226,7 @@ def _pch_dir(root, args, light):
         return None
 
 
-def prebuild_pch(root=None, with_cuda=True):
+def prebuild_pch(root=None, with_cuda=True, split=True):
     """The precompiled header of main.cpp's light prelude for a candidate without extra flags or include folders (the
     usual one), made now in this process: its folder, or None (no GCC, no CUDA_HOME for with_cuda, CUDAL1_PCH=0).
 
@@ -227,19 +237,64 @@ def prebuild_pch(root=None, with_cuda=True):
     2-2.5x the CPU time; results/bench/2026-12-02_s11/call1_throughput.log, issue 12 item 4). Same flags as a
     candidate's own try, hence the same signature and folder (tests/test_build_failures.py)."""
     args = inline_args("pch", ["void f();"], ["void g() {}"] if with_cuda else None, ["f"], with_cuda=with_cuda)
-    return _pch_dir(root or default_build_root(), args, light=True)
+    root = root or default_build_root()
+    if not split:
+        return _pch_dir(root, args, light=True)
+    _split_dirs(root, args)                              # the split build's two headers at once, then the light
+    return _pch_dir(root, args, light=True)              # one (for the builds the split cannot take)
 
 
-def _light_dir(root):
-    """A folder holding cudal1_light.h (for builds without its precompiled header)."""
+def _split_dirs(root, args):
+    """The include folders of the split build's two preludes: each one's precompiled header made at once (two
+    compilers side by side, as the two units build), or its plain header where none can be had."""
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        return [p or _light_dir(root, k) for p, k in zip(ex.map(lambda k: _pch_dir(root, args, light=k), "ab"), "ab")]
+
+
+def _light_dir(root, kind=True):
+    """A folder holding our prelude `kind` (_OURS) as a header, for builds without its precompiled header."""
+    name, text = _OURS[kind]
     d = os.path.join(root, "light")
-    if not os.path.exists(os.path.join(d, "cudal1_light.h")):
+    if not (os.path.exists(os.path.join(d, name)) and open(os.path.join(d, name)).read() == text):
         os.makedirs(d, exist_ok=True)
-        tmp = os.path.join(d, f"cudal1_light.h.tmp{os.getpid()}")
+        tmp = os.path.join(d, f"{name}.tmp{os.getpid()}")
         with open(tmp, "w") as f:
-            f.write(_LIGHT_CPP)
-        os.replace(tmp, os.path.join(d, "cudal1_light.h"))
+            f.write(text)
+        os.replace(tmp, os.path.join(d, name))
     return d
+
+
+_NO_SPLIT = re.compile(r'\bnamespace\b|\btemplate\b|#\s*define|PYBIND11|pybind11|\bpy::|extern\s*"C"|\bstatic\b|\binline\b|'
+                       r"torch/extension\.h|torch::python|Python\.h|PyObject")
+_RET = re.compile(r"^(?:const\s+)?[A-Za-z_][\w:]*(?:\s*<[\w:<>,\s\*&]*>)?(?:\s*[\*&])*$")
+
+
+def split_declarations(cpp, names):
+    """"RET f(PARAMS);" for each function of load_inline's `functions`, as cpp_sources (one text) defines or declares
+    it at file scope, for the split build's glue.cpp; None when one cannot be read plainly (a template, a namespace, a
+    macro, internal linkage, pybind11 of its own...): then the build is not split. A declaration read wrongly only
+    costs the split try: its compile, link or import fails and the one-file build follows."""
+    if not names or _NO_SPLIT.search(cpp):
+        return None
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", cpp, flags=re.S)           # comments out
+    text = re.sub(r"^[ \t]*#[^\n]*", " ", text, flags=re.M)              # preprocessor lines out
+    out = []
+    for f in names:
+        for m in re.finditer(rf"\b{re.escape(f)}\s*\(", text):
+            start = max(text.rfind(c, 0, m.start()) for c in ";{}") + 1  # the statement this name starts
+            ret = " ".join(text[start:m.start()].split())
+            depth, i = 1, m.end()
+            while i < len(text) and depth:                                # the parameters: balanced parentheses
+                depth += {"(": 1, ")": -1}.get(text[i], 0)
+                i += 1
+            after = text[i:].lstrip()[:1]
+            if depth == 0 and after in ("{", ";") and _RET.match(ret) and ret not in ("return", "else", "do"):
+                out.append(f"{ret} {f}({' '.join(text[m.end():i - 1].split())});")
+                break
+        else:
+            return None
+    return out
 
 
 def _compile_extension(args, d, module, verbose, root):
@@ -248,16 +303,23 @@ def _compile_extension(args, d, module, verbose, root):
     extension", so the failure was neither recognised as final nor explained (CUDA-L1 A100 level3/45 asks for it:
     its failed 205 s build was compiled again under the GPU's lock, 2026-12-02)."""
     ce = cpp_extension
-    body = list(args["cpp"])
+    body, block = list(args["cpp"]), []
     if args["functions"]:                                   # the pybind block exactly as load_inline writes it
         wrap = "torch::wrap_pybind_function({})" if args["error_handling"] else "{}"
-        body += ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"] + [
+        block = ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"] + [
             f'm.def("{f}", {wrap.format(f)}, "{doc}");' for f, doc in args["functions"].items()] + ["}"]
-    # (main.cpp prelude, function giving its include dirs): the light prelude first, torch/extension.h (what
-    # load_inline uses) when the light one lacks a declaration; each with its precompiled header where possible
-    tries = [(None, lambda: [])] if args["no_implicit_headers"] else [
-        ("#include <cudal1_light.h>", lambda: [_pch_dir(root, args, light=True) or _light_dir(root)]),
-        ("#include <torch/extension.h>", lambda: [p for p in [_pch_dir(root, args, light=False)] if p])]
+    # (main.cpp prelude, function giving its include dirs, glue.cpp or None): the split build first (main.cpp and
+    # glue.cpp side by side, where the functions' declarations can be read), then the light prelude,
+    # torch/extension.h (what load_inline uses) when the light one lacks a declaration; each with its precompiled
+    # header where possible
+    tries = [(None, lambda: [], None)] if args["no_implicit_headers"] else [
+        ("#include <cudal1_light.h>", lambda: [_pch_dir(root, args, light=True) or _light_dir(root)], None),
+        ("#include <torch/extension.h>", lambda: [p for p in [_pch_dir(root, args, light=False)] if p], None)]
+    decls = None if args["no_implicit_headers"] or os.environ.get("CUDAL1_SPLIT") == "0" or not args["functions"] \
+        else split_declarations("\n".join(args["cpp"]), list(args["functions"]))
+    if decls:
+        tries.insert(0, ("#include <cudal1_a.h>", lambda: _split_dirs(root, args),
+                         "\n".join(["#include <cudal1_b.h>"] + decls + block)))
     cuda_tries = [list(args["cuda"])]                            # cuda.cu as load_inline would write it...
     if args["cuda"] and not args["no_implicit_headers"]:
         # torch/types.h costs ~30 s of nvcc (REFERENCE.md §2); skip it when the CUDA code cannot need it, and
@@ -270,9 +332,9 @@ def _compile_extension(args, d, module, verbose, root):
             [_LIGHT_PRELUDE + list(args["cuda"]), full]
     main, ci, ui = os.path.join(d, "main.cpp"), 0, 0          # which prelude of main.cpp / cuda.cu now
     while True:
-        cpp_prelude, incs = tries[ci]
-        _write_if_changed(main, "\n".join(([cpp_prelude] if cpp_prelude else []) + body))
-        sources = [main]
+        cpp_prelude, incs, glue = tries[ci]
+        _write_if_changed(main, "\n".join(([cpp_prelude] if cpp_prelude else []) + body + ([] if glue else block)))
+        sources = [main] + ([_write_if_changed(os.path.join(d, "glue.cpp"), glue)] if glue else [])
         if args["cuda"]:
             sources.append(_write_if_changed(os.path.join(d, "cuda.cu"), "\n".join(cuda_tries[ui])))
         getattr(ce.JIT_EXTENSION_VERSIONER, "entries", {}).pop(module, None)   # a retry keeps the module name,
@@ -288,6 +350,11 @@ def _compile_extension(args, d, module, verbose, root):
             msg = str(e)
             if ui + 1 < len(cuda_tries) and needs_more_headers(msg, "cuda.cu"):
                 ui += 1                   # cuda.cu needs torch's types (or its own headers) after all
+            elif glue and (needs_more_headers(msg, "main.cpp") or not any(
+                    re.search(rf"{u}(?:\(\d+\)|:\d+:\d+):\s*(?:fatal |catastrophic )?error", msg)
+                    for u in (r"main\.cpp", r"cuda\.cu"))):
+                ci += 1                   # the split build failed elsewhere (glue.cpp, the link, the import) or
+                                          # main.cpp lacked a declaration: the one-file build, as load_inline's
             elif ci + 1 < len(tries) and needs_more_headers(msg, "main.cpp", args["functions"] or ()) \
                     and not _OWN_EXTENSION_H.search("\n".join(args["cpp"])):
                 ci += 1                   # main.cpp needs more of torch than the light prelude declares

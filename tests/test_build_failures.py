@@ -183,11 +183,15 @@ def test_prebuilt_pch_is_the_one_a_candidate_build_uses(tmp_path, monkeypatch):
         return subprocess.CompletedProcess(cmd, 0, b"", b"")
     monkeypatch.setattr(subprocess, "run", fake_gcc)
     d = buildcache.prebuild_pch(str(tmp_path), with_cuda=True)
-    assert d and len(made) == 1 and os.path.exists(os.path.join(d, "cudal1_light.h.gch")), (d, made)
+    assert d and len(made) == 3 and os.path.exists(os.path.join(d, "cudal1_light.h.gch")), (d, made)
+    assert sorted(os.path.basename(m) for m in made) == ["cudal1_a.h.gch.tmp", "cudal1_b.h.gch.tmp",
+                                                         "cudal1_light.h.gch.tmp"], made   # the split build's two too
     # a candidate's main.cpp, as cached_load_inline asks for it: with_cuda from its CUDA sources, no flags
     args = buildcache.inline_args("cand", "torch::Tensor f(torch::Tensor x) { return x; }",
                                   "__global__ void k() {}", ["f"])
-    assert buildcache._pch_dir(str(tmp_path), args, light=True) == d and len(made) == 1, made
+    assert buildcache._pch_dir(str(tmp_path), args, light=True) == d and len(made) == 3, made
+    assert all(os.path.exists(os.path.join(buildcache._pch_dir(str(tmp_path), args, light=k), f"cudal1_{k}.h.gch"))
+               for k in "ab") and len(made) == 3, made
     # a candidate with its own flags gets a header of its own (another signature): the prebuilt one is not forced on it
     assert buildcache._pch_dir(str(tmp_path), dict(args, cflags=["-O3"]), light=True) != d
 
@@ -201,3 +205,41 @@ def test_which_batches_prebuild_the_pch(monkeypatch):
     assert not bench._prebuild_wanted("cpu", [ext])
     monkeypatch.setenv("CUDAL1_PCH", "0")
     assert not bench._prebuild_wanted("cuda", [ext])
+
+
+def test_split_declarations_read_plain_functions_only():
+    """The split build's glue.cpp declares load_inline's functions as cpp_sources spells them (issue 12 item 3);
+    what cannot be read plainly is not split (None): the one-file build takes it."""
+    cpp = ("// f(int) in a comment is not a declaration\n#include <vector>\n"
+           "void launch(const float* x, float* y, long long n);\n"
+           "torch::Tensor f(torch::Tensor x) {\n  return x.relu();\n}\n"
+           "std::vector<at::Tensor> g(const torch::Tensor& a, int64_t k = 3) { return {a, f(a)}; }\n")
+    assert buildcache.split_declarations(cpp, ["f", "g"]) == [
+        "torch::Tensor f(torch::Tensor x);", "std::vector<at::Tensor> g(const torch::Tensor& a, int64_t k = 3);"]
+    for bad in ("static torch::Tensor f(torch::Tensor x) { return x; }",            # internal linkage
+                "namespace n { torch::Tensor f(torch::Tensor x) { return x; } }\nusing n::f;",
+                "template <typename T> T f(T x) { return x; }",
+                "torch::Tensor g(torch::Tensor x) { return x; }",                  # f never declared
+                "#define F f\ntorch::Tensor F(torch::Tensor x) { return x; }"):
+        assert buildcache.split_declarations(bad, ["f"]) is None, bad
+
+
+def test_split_build_and_its_fallback(evaluated, monkeypatch):
+    """A plain cpp_sources builds as two units side by side (main.cpp, glue.cpp); one whose function takes a type of
+    its own (glue.cpp cannot declare it) is built again as one main.cpp, as load_inline would: both work."""
+    root = evaluated[1]                                    # its light header is made: a faster fallback
+    monkeypatch.setenv("CUDAL1_BUILD_ROOT", root)
+    monkeypatch.delenv("CUDAL1_SPLIT", raising=False)
+    k = time.time_ns()
+    m = buildcache.cached_load_inline(name="cudal1_test_split", functions=[f"twice_{k}"],
+                                      cpp_sources=f"torch::Tensor twice_{k}(torch::Tensor x) {{ return x * 2; }}")
+    import torch
+    assert getattr(m, f"twice_{k}")(torch.ones(2)).tolist() == [2.0, 2.0]
+    d = os.path.dirname(m.__file__)
+    assert os.path.exists(os.path.join(d, "glue.o")) and "cudal1_a.h" in open(os.path.join(d, "main.cpp")).read()
+    cpp = f"struct P {{ int a; }};\nint first_{k}(P p) {{ return p.a; }}\nint one_{k}() {{ return first_{k}(P{{1}}); }}"
+    m = buildcache.cached_load_inline(name="cudal1_test_split_fallback", cpp_sources=cpp,
+                                      functions=[f"first_{k}", f"one_{k}"])
+    assert getattr(m, f"one_{k}")() == 1
+    src = open(os.path.join(os.path.dirname(m.__file__), "main.cpp")).read()
+    assert "cudal1_light.h" in src and "PYBIND11_MODULE" in src, src      # the one-file build
