@@ -65,7 +65,9 @@ _LIGHT_CPP = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#i
 # block under pybind11 and torch's exception wrapper (torch::Tensor and the other at:: names as torch/types.h spells
 # them). Each costs about half of the light main.cpp: on a 2-core CPU machine 3.1-4.2 s and 3.9 s against 7.1-7.5 s
 # for the one-kernel main.cpp (most of it the headers' own template instantiation and code, which a precompiled
-# header does not save), and the two run at once.
+# header does not save), and the two run at once. CUDAL1_SPLIT: auto (default: builds with CUDA sources, i.e. a GPU's
+# candidates; every split build needs two more precompiled headers, which on a 2-core machine's tests cost more than
+# they save: the CPU suite took 948 s with every build split against 650 s), 1 (every build), 0 (none).
 _SPLIT_A = "#include <torch/types.h>\n"
 _SPLIT_B = "#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>\nnamespace torch { using namespace at; }\n"
 _OURS = {True: ("cudal1_light.h", _LIGHT_CPP), "a": ("cudal1_a.h", _SPLIT_A), "b": ("cudal1_b.h", _SPLIT_B)}
@@ -315,7 +317,9 @@ def _compile_extension(args, d, module, verbose, root):
     tries = [(None, lambda: [], None)] if args["no_implicit_headers"] else [
         ("#include <cudal1_light.h>", lambda: [_pch_dir(root, args, light=True) or _light_dir(root)], None),
         ("#include <torch/extension.h>", lambda: [p for p in [_pch_dir(root, args, light=False)] if p], None)]
-    decls = None if args["no_implicit_headers"] or os.environ.get("CUDAL1_SPLIT") == "0" or not args["functions"] \
+    split = os.environ.get("CUDAL1_SPLIT", "auto")      # auto: builds with CUDA sources (a GPU's candidates; a CPU
+    split = split == "1" or (split == "auto" and bool(args["cuda"]))   # machine's tests and demos keep one header)
+    decls = None if args["no_implicit_headers"] or not split or not args["functions"] \
         else split_declarations("\n".join(args["cpp"]), list(args["functions"]))
     if decls:
         tries.insert(0, ("#include <cudal1_a.h>", lambda: _split_dirs(root, args),
