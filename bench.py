@@ -87,6 +87,7 @@ from session import (WARMUP, ROUNDS, MIN_CALLS, MAX_CALLS, HANG_MIN_S, HANG_FACT
 
 PROTOCOLS = ("strict", "kernelbench", "cudal1")
 PROTOCOL_TRIALS = dict(strict=5, kernelbench=5, cudal1=10)     # default num_correct_trials per protocol
+SPLIT_UNITS = 3                         # compilers a split build runs at once (main.cpp, glue.cpp, cuda.cu): split_builds
 INTERRUPT_GRACE_S = 5.0                 # at Ctrl-C / SIGTERM, evaluations in flight get this long to finish
                                         # (10 s made `timeout -k 10` kill evaluate.py before its report, H200)
 compare_cpu = judge.compare             # the comparison rule (kept under its old name)
@@ -148,11 +149,13 @@ def _options(device="cuda", protocol="strict", atol=1e-2, rtol=1e-2, num_correct
                 reference_only=reference_only)
 
 
-def _build_ahead(task_src, candidate_src, o, live=None):
+def _build_ahead(task_src, candidate_src, o, live=None, split=True):
     """The candidate's builds made in a throw-away runner (import, then ModelNew on the meta device), so that the
     timed runner, which imports it under the GPU's lock after its reference is timed (session._Session.reference),
-    finds them in the cache."""
+    finds them in the cache. split=False: not as the split build (split_builds)."""
     bo = dict(o, build_only=True, timeout_s=max(600.0, o["timeout_s"]), static_checks=False)
+    if not split:                                   # (extra_env is for trusted callers: this one is ours)
+        bo["extra_env"] = dict(o["extra_env"] or {}, CUDAL1_SPLIT="0")
     return _evaluate("build", task_src, candidate_src, bo, live=live)
 
 
@@ -280,11 +283,22 @@ def _prebuild_wanted(device, sources):
         any("load_inline" in s or "cpp_extension" in s for s in sources)
 
 
-def _prebuild_pch(root, build_cpus):
+def _prebuild_pch(root, build_cpus, split=True):
     """buildcache.prebuild_pch on the build cores (a thread of the parent; gcc inherits the thread's affinity), never
-    raising: without the header the builds are slower, not wrong."""
+    raising: without the header the builds are slower, not wrong. split: the split build's two headers too."""
     with contextlib.suppress(Exception), cores.pinned(build_cpus):
-        buildcache.prebuild_pch(root, with_cuda=True)
+        buildcache.prebuild_pch(root, with_cuda=True, split=split)
+
+
+def split_builds(n_builds, workers):
+    """Whether a batch's builds may be split (buildcache: main.cpp and glue.cpp side by side beside cuda.cu, three
+    compilers per build): only while they cannot fill the build cores, SPLIT_UNITS x n_builds <= workers, unless
+    CUDAL1_SPLIT is set. A split build is faster alone (a fresh one-kernel build 2.9-3.4 s against 4.0-5.1 s as one
+    file on an H200 box's 16 cores) and no faster in a crowd, where its second unit is only more work: on one H200
+    box, 64 builds on 14 workers had 48 (split) and 49 (one file) evaluations done at 57 s, and the split build's
+    two more headers took their making from 29.8 to 47.4 s (issue 12 item 4; results/bench/2026-12-02_s14/call4_*).
+    False: the batch's build runners get CUDAL1_SPLIT=0 and its prebuilt header is the light one alone."""
+    return os.environ.get("CUDAL1_SPLIT", "auto") != "auto" or SPLIT_UNITS * n_builds <= workers
 
 
 class _Live:
@@ -352,17 +366,19 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overla
     for (_, task_src, cand_src, _), o in zip(jobs, opts):
         if not (o["static_checks"] and static_check(cand_src, task_src)) and not o["reference_only"]:
             todo.setdefault(_hash(cand_src), (cand_src, o, task_src))
+    workers = build_workers or max(1, cpu_count() - (2 * len(slots) if overlap else 0))
+    split_ok = split_builds(len(todo), workers)
     if _prebuild_wanted(device, [src for src, _, _ in todo.values()]):
         root = opts[0]["build_root"]                      # main.cpp's precompiled header first, at normal priority
         split = cores.core_split("cuda", slots[0])        # (read here: core_split caches the main thread's cores)
-        threading.Thread(target=_prebuild_pch, args=(root, split[1] if split else None), daemon=True).start()
-    workers = build_workers or max(1, cpu_count() - (2 * len(slots) if overlap else 0))
+        threading.Thread(target=_prebuild_pch, args=(root, split[1] if split else None, split_ok),
+                         daemon=True).start()
     bpool = ThreadPoolExecutor(max(1, min(workers, len(todo) or 1)))
     done, building = [0], _Live()                         # building: the runners of builds in flight
     evaluating, stopped = _Live(), threading.Event()      # the runners of evaluations in flight; set at a stop
 
     def build_one(h, src, o, task_src):
-        r = _build_ahead(task_src, src, o, live=building)
+        r = _build_ahead(task_src, src, o, live=building, split=split_ok)
         done[0] += 1
         if r["status"] != "ok" or (r.get("compile_s") or 0) >= 0.05:   # not for candidates with nothing to build
             say(f"build {done[0]}/{len(todo)} {h} {r['status']} {r.get('compile_s') or 0:.1f} s")

@@ -67,7 +67,8 @@ _LIGHT_CPP = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#i
 # for the one-kernel main.cpp (most of it the headers' own template instantiation and code, which a precompiled
 # header does not save), and the two run at once. CUDAL1_SPLIT: auto (default: builds with CUDA sources, i.e. a GPU's
 # candidates; every split build needs two more precompiled headers, which on a 2-core machine's tests cost more than
-# they save: the CPU suite took 948 s with every build split against 650 s), 1 (every build), 0 (none).
+# they save), 1 (every build), 0 (none; bench.evaluate_many's runners for a batch that fills the build cores, where a
+# split build's second unit is only more work: bench.split_builds).
 _SPLIT_A = "#include <torch/types.h>\n"
 _SPLIT_B = "#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>\nnamespace torch { using namespace at; }\n"
 _OURS = {True: ("cudal1_light.h", _LIGHT_CPP), "a": ("cudal1_a.h", _SPLIT_A), "b": ("cudal1_b.h", _SPLIT_B)}

@@ -207,6 +207,32 @@ def test_which_batches_prebuild_the_pch(monkeypatch):
     assert not bench._prebuild_wanted("cuda", [ext])
 
 
+def test_a_batch_that_fills_the_build_cores_is_not_split(monkeypatch, tmp_path):
+    """bench.split_builds (issue 12 item 4): a build is split (three compilers) only while SPLIT_UNITS x the builds fit
+    the build workers; a crowded batch's build runners get CUDAL1_SPLIT=0 and its prebuilt headers leave the split
+    build's two out; a set CUDAL1_SPLIT wins."""
+    monkeypatch.delenv("CUDAL1_SPLIT", raising=False)
+    assert bench.SPLIT_UNITS == 3
+    assert [bench.split_builds(n, 14) for n in (1, 4, 5, 64)] == [True, True, False, False]
+    assert [bench.split_builds(n, 3) for n in (1, 2)] == [True, False]
+    monkeypatch.setenv("CUDAL1_SPLIT", "1")
+    assert bench.split_builds(64, 14)
+    monkeypatch.delenv("CUDAL1_SPLIT")
+    envs = []                                               # what each build runner would be given
+    monkeypatch.setattr(bench, "_evaluate", lambda name, t, c, o, **k: envs.append(o["extra_env"]) or
+                        dict(status="compile_error", error="x", error_type="BuildError", compile_s=1.0))
+    monkeypatch.setattr(bench, "_prebuild_wanted", lambda *a: True)
+    pre = []
+    monkeypatch.setattr(bench, "_prebuild_pch", lambda root, cpus, split=True: pre.append(split))
+    cands = [f"from torch.utils.cpp_extension import load_inline\nX = {k}\n" for k in range(6)]
+    for n, want in ((1, None), (6, {"CUDAL1_SPLIT": "0"})):
+        envs.clear(), pre.clear()
+        rs = bench.evaluate_many([(f"t{k}", "", c) for k, c in enumerate(cands[:n])], device="cpu",
+                                 build_root=str(tmp_path), build_workers=14, static_checks=False)
+        assert [r["status"] for r in rs] == ["compile_error"] * n
+        assert envs == [want] * n and pre == [want is None], (n, envs, pre)
+
+
 def test_split_declarations_read_plain_functions_only():
     """The split build's glue.cpp declares load_inline's functions as cpp_sources spells them (issue 12 item 3);
     what cannot be read plainly is not split (None): the one-file build takes it."""

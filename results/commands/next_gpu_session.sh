@@ -1,16 +1,10 @@
-# The GPU measurements issue 12 still owes. Session 13 of 2026-12-02 (results/bench/2026-12-02_s13/COMMANDS.md): the
-# whole GPU suite passed (82), the 64-kernel batch took 55.5 / 59.2 s with the header warm and 67.6 / 58.8 s from an
-# empty cache, the from-scratch A100 audit 560 s (B15a then B15b), repeatability 2.38% worst spread; the fresh
-# one-kernel build stayed at 4.0-5.1 s (medians). Since then, CPU-tested only: phase_s.end (the runner's death under
-# the GPU's lock). Next:
-#  - AC3 (~500 s) on branch issue12-split-main (git checkout issue12-split-main first; if that branch is gone,
-#    `git checkout -b issue12-split-main && git am results/patches/issue12-split-main.patch`): the split build (main.cpp
-#    and glue.cpp side by side, CPU-tested only) must pass the whole GPU suite, then the batch and --fresh builds
-#    (C3): fresh builds were 4.0-5.1 s (medians) with main.cpp 3.5-4.8 s on the critical path; on a 2-core CPU the
-#    split took a one-kernel C++ build from 8.6-9.6 s to 5.8-6.6 s. Merge it if the suite passes and builds are
-#    faster, and once the branch's CPU suite is back under CI's 12 minutes (955 s on 2026-12-02 against main's 650 s,
-#    cause not found). The batch's log also shows `end` per evaluation (the runner's death under the lock, on main too).
-#  - D (~450 s): the README's main command on one GPU, for the newcomer's GPU half.
+# The GPU measurements issue 12 still owes. Session 14 of 2026-12-02 (results/bench/2026-12-02_s14/COMMANDS.md): the
+# split build (merged) passed the whole GPU suite (82) and took fresh one-kernel builds to 2.6-4.8 s, median 3.25 s
+# (14 of 16 under 4 s); the 64-kernel batch took 56.8-68.9 s with the header warm and 74.1 / 86.9 s from an empty
+# cache on three H200 boxes whose CPUs differ (the light header 19-21 s to make in session 13, 28-30 s in 14): the
+# batch's 64 builds on 14 cores and the ~0.7 s each evaluation holds the GPU's lock now set its pace together. Next:
+#  - C6 (~270 s) again on whatever box comes, for more figures of the batch and of fresh builds with the final code.
+#  - D (~450 s): the README's main command on one GPU with the split build (last run on the GPU in session 10).
 # Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
 # files copied into .kb/ (carry .kb). Chain the calls: a call made within 30 s of the last one finds the machine warm
 # (no start, and its build cache is still there). On nvidia-h200-x2 run two cases at once, one per GPU, each under
@@ -72,6 +66,19 @@ C4) # issue 12 items 3-4 (session 13 ran it with -pipe, since taken out): the ba
     timeout -k 5 110 python scripts/bench_throughput.py --n 64 --out $OUT/r/throughput.json 2>&1 | stamp > $OUT/r/throughput.log
     B_TIMEOUT=150 bash "$0" B15b
     timeout -k 5 80 python scripts/bench_repeat.py --out $OUT/r/repeat.json > $OUT/r/repeat.log 2>&1
+    ;;
+C5) # issue 12 items 3-4 (session 14, the split build): the batch with the header made before the clock, then 5 fresh
+    # one-kernel builds (C3's warm run was cut at its 110 s limit before its third fresh build: the split build's
+    # two headers and the light one took 41.5 s before the clock)
+    timeout -k 5 170 python scripts/bench_throughput.py --n 64 --warm_header --fresh 5 \
+        --out $OUT/r/throughput_warm_header.json 2>&1 | stamp > $OUT/r/throughput_warm_header.log
+    ;;
+C6) # issue 12 item 4 (session 14): a batch that fills the build cores is built as one file again (bench.split_builds),
+    # single builds split; the batch from an empty cache, then with its header made before the clock; each then makes
+    # the split build's two headers (outside the clock) and times 3 fresh one-kernel builds
+    timeout -k 5 150 python scripts/bench_throughput.py --n 64 --out $OUT/r/throughput.json 2>&1 | stamp > $OUT/r/throughput.log
+    timeout -k 5 160 python scripts/bench_throughput.py --n 64 --warm_header \
+        --out $OUT/r/throughput_warm_header.json 2>&1 | stamp > $OUT/r/throughput_warm_header.log
     ;;
 AC3) A_TIMEOUT=300 bash "$0" A; bash "$0" C3   # one call (<= 540 s): the suite, then throughput (the machine stays warm between them)
     ;;
