@@ -85,6 +85,7 @@ def configure(g, argv=None):
             continue
         if key not in g or key.startswith("_"):
             known = [k for k, v in g.items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
+            known += ["preset", "gpu"]                   # (a newcomer's --presett=demo meant --preset)
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean --{close[0]}?)" if close else ""
             script = os.path.basename(g.get("__file__", "")) or "the script"
@@ -149,7 +150,7 @@ def print_help(g):
     out = [textwrap.fill(" ".join(doc[:doc.index("")] if "" in doc else doc[:1]), 120)]  # the first paragraph
     out += [line for line in doc if re.match(r"\s+(python|torchrun) ", line)]
     out.append("\n" + textwrap.fill(f"settings (--key=value; --preset=NAME: {', '.join(presets)} from config/; "
-                                     f"--gpu=NAME: {', '.join(GPU_PRESETS)}), shown applied. More: {script}'s "
+                                     f"--gpu=NAME: {', '.join(GPU_PRESETS)}), values after them. More: {script}'s "
                                      f"docstring, README.md.", 120))
     for title, items in config_block(g["__file__"]):
         if title:

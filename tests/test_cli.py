@@ -43,6 +43,13 @@ def test_help_is_a_screen_with_a_meaning_for_every_setting(script):
         assert "  --num_generations=6 " in p.stdout and "chaining (the presets)" in p.stdout
 
 
+def test_a_mistyped_preset_is_named():
+    """A newcomer's --presett=demo (session 14): the hint names --preset, which is no config variable."""
+    p = _run("rl.py", "--presett=demo")
+    assert p.returncode != 0 and "unknown config key --presett (did you mean --preset?)" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+
+
 def test_rl_refuses_to_start_over_an_earlier_run(tmp_path):
     rl = tmp_path / "out" / "rl"
     rl.mkdir(parents=True)
