@@ -13,7 +13,7 @@ too (a "failed" marker: the same sources fail at once the next time); a build th
 remembered (BUILD_FAILURES: the "fallback" hack). Calls into extension functions are counted
 (EXT_CALLS: custom_kernel_calls). Everything here runs in the candidate's process: bench.py trusts none of it.
 """
-import contextlib, fcntl, hashlib, importlib.util, json, os, re, shlex, subprocess, tempfile, types
+import contextlib, fcntl, hashlib, importlib.util, json, os, pathlib, re, shlex, subprocess, tempfile, types
 
 import torch
 from torch.utils import cpp_extension
@@ -238,13 +238,13 @@ def prebuild_pch(root=None, with_cuda=True, split=True):
     inside the first build instead (as before), it was ready, by the builds' times, only at ~30 s among 14 builds on
     the H200: the builds started before then took 14-19 s, those after 7-10 s (without the header main.cpp costs
     2-2.5x the CPU time; results/bench/2026-12-02_s11/call1_throughput.log, issue 12 item 4). Same flags as a
-    candidate's own try, hence the same signature and folder (tests/test_build_failures.py)."""
+    candidate's own try, hence the same signature and folder (tests/test_build_failures.py). split: the split build's
+    two headers first (bench.split_builds says when a batch needs them)."""
     args = inline_args("pch", ["void f();"], ["void g() {}"] if with_cuda else None, ["f"], with_cuda=with_cuda)
     root = root or default_build_root()
-    if not split:
-        return _pch_dir(root, args, light=True)
-    _split_dirs(root, args)                              # the split build's two headers at once, then the light
-    return _pch_dir(root, args, light=True)              # one (for the builds the split cannot take)
+    if split:                                            # the split build's two headers at once, then the light
+        _split_dirs(root, args)                          # one (for the builds the split cannot take)
+    return _pch_dir(root, args, light=True)
 
 
 def _split_dirs(root, args):
@@ -259,12 +259,13 @@ def _light_dir(root, kind=True):
     """A folder holding our prelude `kind` (_OURS) as a header, for builds without its precompiled header."""
     name, text = _OURS[kind]
     d = os.path.join(root, "light")
-    if not (os.path.exists(os.path.join(d, name)) and open(os.path.join(d, name)).read() == text):
+    path = os.path.join(d, name)
+    if not (os.path.exists(path) and pathlib.Path(path).read_text() == text):
         os.makedirs(d, exist_ok=True)
         tmp = os.path.join(d, f"{name}.tmp{os.getpid()}")
         with open(tmp, "w") as f:
             f.write(text)
-        os.replace(tmp, os.path.join(d, name))
+        os.replace(tmp, path)
     return d
 
 
