@@ -55,8 +55,9 @@ incorrect | timeout | crash | hack), compiled, correct, speedup (ref_ms / cand_m
 speedup_rounded (toward 1.00 at two decimals, as CUDA-L1), ref_ms, cand_ms (the protocol's statistic, ms per call),
 error (for a failed build: the first compiler error), error_type, hack (named kind), max_abs_err, max_rel_err,
 mismatches, nans, trials, timed_calls, protocol, device, device_name, torch_version, cuda_version, backend_flags,
-compile_s, eval_s, phase_s (wall s: start, import, models, wait, setup, trials, timing, end (the runner's death),
-reference and its parts ref_kill, ref_start, ref_setup, ref_calls), input_shapes,
+compile_s, eval_s, phase_s (wall s: start, import, models, wait, setup, trials, timing, end (the runner handed to
+its kill), settle (waiting for earlier runners' deaths before a timed call: forkserver.GpuLock), reference and its
+parts ref_setup, ref_calls), input_shapes,
 custom_kernel_calls (calls into load_inline/load extensions during the first trial; 0 = PyTorch-only; None =
 unknown), floor_ms, remeasure, flags_override, precision ({err, ref_err, half_err, threshold} of the worst checked
 output, judge.py), clock ({excess_ms, overhead_ms, limit_ms, claimed_ms, kind}: the parent's clock check),
@@ -149,11 +150,13 @@ def _options(device="cuda", protocol="strict", atol=1e-2, rtol=1e-2, num_correct
                 reference_only=reference_only)
 
 
-def _build_ahead(task_src, candidate_src, o, live=None, split=True):
+def _build_ahead(task_src, candidate_src, o, live=None, split=True, place=0):
     """The candidate's builds made in a throw-away runner (import, then ModelNew on the meta device), so that the
     timed runner, which imports it under the GPU's lock after its reference is timed (session._Session.reference),
-    finds them in the cache. split=False: not as the split build (split_builds)."""
-    bo = dict(o, build_only=True, timeout_s=max(600.0, o["timeout_s"]), static_checks=False)
+    finds them in the cache. split=False: not as the split build (split_builds). place: its place in a batch's
+    queue of builds, added to its niceness (BUILD_NICE, at most 19)."""
+    bo = dict(o, build_only=True, timeout_s=max(600.0, o["timeout_s"]), static_checks=False,
+              build_nice=min(19, BUILD_NICE + max(0, int(place))))
     if not split:                                   # (extra_env is for trusted callers: this one is ours)
         bo["extra_env"] = dict(o["extra_env"] or {}, CUDAL1_SPLIT="0")
     return _evaluate("build", task_src, candidate_src, bo, live=live)
@@ -290,6 +293,15 @@ def _prebuild_pch(root, build_cpus, split=True):
         buildcache.prebuild_pch(root, with_cuda=True, split=split)
 
 
+def _warm_judge(device, gpu, o):
+    """The judge of `gpu` started, its CUDA context, clock and copy bandwidth made (judge.py warm), under the GPU's
+    lock; never raising (the first evaluation would make them itself). A thread of evaluate_many."""
+    with contextlib.suppress(Exception):
+        jw = judge_for(device, gpu, o["build_root"])
+        with gpu_lock(device, gpu):
+            jw.ask(dict(op="warm", protocol=o["protocol"]), 120.0)
+
+
 def split_builds(n_builds, workers):
     """Whether a batch's builds may be split (buildcache: main.cpp and glue.cpp side by side beside cuda.cu, three
     compilers per build): only while they cannot fill the build cores, SPLIT_UNITS x n_builds <= workers, unless
@@ -348,6 +360,7 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overla
     starts, builds in flight are killed, evaluations in flight get INTERRUPT_GRACE_S (env CUDAL1_INTERRUPT_GRACE_S)
     to finish (their results reach on_result), the rest are killed and not recorded, then the interrupt goes on.
     """
+    began = time.perf_counter()
     jobs = [tuple(j) + ({},) if len(j) == 3 else tuple(j) for j in jobs]
     grace = float(os.environ.get("CUDAL1_INTERRUPT_GRACE_S", INTERRUPT_GRACE_S))
     opts = []
@@ -373,17 +386,28 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overla
         split = cores.core_split("cuda", slots[0])        # (read here: core_split caches the main thread's cores)
         threading.Thread(target=_prebuild_pch, args=(root, split[1] if split else None, split_ok),
                          daemon=True).start()
+    timed = [o for o in opts if not o["check_only"]]
+    if device == "cuda" and timed:                        # the judges' CUDA context and clock while builds run
+        for g in slots:
+            threading.Thread(target=_warm_judge, args=(device, g, timed[0]), daemon=True).start()
     bpool = ThreadPoolExecutor(max(1, min(workers, len(todo) or 1)))
     done, building = [0], _Live()                         # building: the runners of builds in flight
     evaluating, stopped = _Live(), threading.Event()      # the runners of evaluations in flight; set at a stop
 
-    def build_one(h, src, o, task_src):
-        r = _build_ahead(task_src, src, o, live=building, split=split_ok)
+    def build_one(place, h, src, o, task_src):
+        began_at = time.perf_counter()
+        r = _build_ahead(task_src, src, o, live=building, split=split_ok, place=place)
         done[0] += 1
         if r["status"] != "ok" or (r.get("compile_s") or 0) >= 0.05:   # not for candidates with nothing to build
-            say(f"build {done[0]}/{len(todo)} {h} {r['status']} {r.get('compile_s') or 0:.1f} s")
+            ps = r.get("phase_s") or {}
+            say(f"build {done[0]}/{len(todo)} {h} {r['status']} {r.get('compile_s') or 0:.1f} s at "
+                f"{time.perf_counter() - began:.1f} s (began at {began_at - began:.1f} s: process start "
+                f"{ps.get('start', 0):.2f} s, import {ps.get('import', 0):.1f} s, in all {r.get('eval_s') or 0:.1f} s; "
+                f"niceness {min(19, BUILD_NICE + place)})")
         return r
-    builds = {h: bpool.submit(build_one, h, *v) for h, v in todo.items()}
+    # In queue order, each one nicer than the last (_build_ahead's place): 14 builds sharing 14 cores evenly all
+    # landed together, 13-15 s into a 64-candidate batch, while the GPU waited (results/bench/2026-12-02_s14)
+    builds = {h: bpool.submit(build_one, i, h, *v) for i, (h, v) in enumerate(todo.items())}
     if not overlap:
         for f in builds.values():
             f.result()
@@ -404,10 +428,12 @@ def evaluate_many(jobs, *, build_workers=None, progress=False, gpus=None, overla
             on_result(i, r)
         say(f"eval {i + 1}/{len(jobs)}{'' if g is None else f' gpu {g}'} {result_summary(r)}")
 
+    hashes = [_hash(j[2]) for j in jobs]
+
     def in_build_order():                                 # job indices as their builds finish
         waiting = list(range(len(jobs)))
         while waiting:
-            for i in [i for i in waiting if _hash(jobs[i][2]) not in builds or builds[_hash(jobs[i][2])].done()]:
+            for i in [i for i in waiting if hashes[i] not in builds or builds[hashes[i]].done()]:
                 waiting.remove(i)
                 yield i
             time.sleep(0.02)

@@ -93,17 +93,26 @@ def _strays(me, workers):
     return [p for p in below(kids.get(me, [])) if p not in spared]
 
 
+_RSS, _RSS_LOCK = dict(t=-1e9, by_group={}), threading.Lock()
+RSS_MAX_AGE_S = 0.5      # a group's resident memory is read from a /proc scan at most this old, one scan shared by
+                         # every thread: one scan per waiting runner was ~30 a second in a 14-build batch on the H200,
+                         # each holding the parent's GIL for ~8 ms beside the thread that times (issue 12 item 4)
+
+
 def _group_rss(pgid):
-    """Resident bytes of every process in process group pgid (Linux /proc; 0 elsewhere)."""
-    total, page = 0, os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-    for d in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if d.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                st = open(f"/proc/{d}/stat").read()
-                fields = st[st.rindex(")") + 2:].split()    # after "pid (comm) ": state ppid pgrp ... rss
-                if int(fields[2]) == pgid:
-                    total += int(fields[21]) * page
-    return total
+    """Resident bytes of every process in process group pgid (Linux /proc; 0 elsewhere), from the latest scan of
+    /proc (at most RSS_MAX_AGE_S old; a new one when older)."""
+    with _RSS_LOCK:
+        if time.monotonic() - _RSS["t"] > RSS_MAX_AGE_S:
+            by, page = {}, os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+            for d in os.listdir("/proc") if os.path.isdir("/proc") else []:
+                if d.isdigit():
+                    with contextlib.suppress(OSError, ValueError, IndexError):
+                        st = open(f"/proc/{d}/stat").read()
+                        fields = st[st.rindex(")") + 2:].split()    # after "pid (comm) ": state ppid pgrp ... rss
+                        by[int(fields[2])] = by.get(int(fields[2]), 0) + int(fields[21]) * page
+            _RSS.update(t=time.monotonic(), by_group=by)
+        return _RSS["by_group"].get(pgid, 0)
 
 
 def _zygote_main(fd):
@@ -291,6 +300,14 @@ class _Zygote:
 _ZYGOTE, _ZLOCK = [], threading.Lock()
 
 
+def start():
+    """bench's fork server, started now if it is not running (else on first use: ~4 s on the H200 box, where each
+    of a batch's first builds waited for it); returns the seconds this took."""
+    t = time.perf_counter()
+    _zygote()
+    return time.perf_counter() - t
+
+
 def _zygote():
     with _ZLOCK:
         if not _ZYGOTE or not _ZYGOTE[0].alive():
@@ -379,7 +396,7 @@ class Worker:
         return ""
 
 
-_JUDGES, _JLOCK, _GPU_LOCKS = {}, threading.Lock(), {}
+_JUDGES, _JLOCK, _GPU_LOCKS, _JSTART = {}, threading.Lock(), {}, {}
 
 
 class _Judge:
@@ -401,11 +418,18 @@ class _Judge:
 
 
 def judge_for(device, gpu, build_root):
+    """The judge of (device, GPU, build root), started on first use. Started under a lock of its own key: under
+    the module's lock, which gpu_lock() takes too, starting it (with the fork server: ~4 s on the H200 box) held
+    back every build of evaluate_many's batch (issue 12 item 4)."""
     key = (device, gpu, build_root)
     with _JLOCK:
+        starting = _JSTART.setdefault(key, threading.Lock())
+    with starting:
         j = _JUDGES.get(key)
         if j is None or j.w.pid is None:
-            j = _JUDGES[key] = _Judge(device, gpu, build_root)
+            j = _Judge(device, gpu, build_root)
+            with _JLOCK:
+                _JUDGES[key] = j
         return j
 
 
@@ -418,10 +442,59 @@ def drop_judge(j):
 
 
 
+class GpuLock:
+    """The lock one candidate at a time holds on a GPU (or on the CPU device) for its checks and timing, and the
+    deaths its holders left behind (issue 12 item 4). A runner's death (SIGKILL, then the driver tearing down its
+    CUDA context: 0.10-0.13 s on the H200, results/bench/2026-12-02_s14) need not hold the lock: the next holder's
+    first steps (the judge's setup, its own runner's CUDA context) time nothing. So a holder hands its runner to
+    kill() and leaves; every holder calls settle() before its first timed call, which waits until every runner
+    handed over is gone, its GPU work and context with it. (Until the fork server's SIGKILL lands, milliseconds, the
+    candidate may still run beside the next holder's setup, as the next holder's runner already ran beside it:
+    evaluate_many keeps per_gpu jobs alive at once.)"""
+
+    def __init__(self):
+        self._lock, self._dying = threading.Lock(), []
+
+    def acquire(self, *a, **kw):
+        return self._lock.acquire(*a, **kw)
+
+    def release(self):
+        self._lock.release()
+
+    def locked(self):
+        return self._lock.locked()
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def kill(self, worker, done=None):
+        """worker.kill() in a thread (the holder calls this under the lock); returns the thread. done: called
+        after the death, from that thread."""
+        def die():
+            try:
+                worker.kill()
+            finally:
+                if done is not None:
+                    done(worker)
+        t = threading.Thread(target=die, name="cudal1-kill", daemon=True)
+        t.start()
+        self._dying.append(t)
+        return t
+
+    def settle(self):
+        """Waits (under the lock) until every runner handed to kill() is dead; returns the seconds waited."""
+        t0 = time.perf_counter()
+        while self._dying:
+            self._dying.pop().join()
+        return time.perf_counter() - t0
+
+
 def gpu_lock(device, gpu):
-    """The lock one candidate at a time holds on a GPU (or on the CPU device) for its checks and timing."""
+    """The GpuLock of a GPU (or of the CPU device), one per process."""
     with _JLOCK:
-        return _GPU_LOCKS.setdefault((device, gpu), threading.Lock())
+        return _GPU_LOCKS.setdefault((device, gpu), GpuLock())
 
 
 if __name__ == "__main__":

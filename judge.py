@@ -219,6 +219,15 @@ class _Judge:
             self.clocks[protocol] = R.Clock(self.dev, protocol)
         return self.clocks[protocol]
 
+    def warm(self, cmd):
+        """The CUDA context, the protocol's clock and the copy bandwidth, before any task (evaluate_many makes them
+        while its first builds run, so that its first evaluation does not wait for them under the GPU's lock)."""
+        if self.cuda:
+            self.clock(cmd["protocol"])
+            if self.bw is None:
+                self.bw = _copy_bandwidth_gbs(self.dev)
+        return dict(ok=True)
+
     def setup(self, cmd):
         """Everything about a task that the candidate's evaluation needs first; cached per task key."""
         key = cmd["task_key"]
@@ -463,7 +472,7 @@ TRIM = os.environ.get("CUDAL1_JUDGE_TRIM", "1") != "0"   # return cached GPU mem
 
 
 def main(sock, spec):
-    """Entry point of a forked judge: one reply per command (setup | exchange | check | exit)."""
+    """Entry point of a forked judge: one reply per command (warm | setup | exchange | check | exit)."""
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(1)
     cores.pin(spec.get("cpus"))                              # the timing cores (cores.core_split): it works under
@@ -481,7 +490,7 @@ def main(sock, spec):
         if op == "exit":
             return
         try:
-            fn = dict(setup=j.setup, exchange=j.exchange, check=j.check)[op]
+            fn = dict(warm=j.warm, setup=j.setup, exchange=j.exchange, check=j.check)[op]
             reply = fn(cmd)
         except Exception as e:
             reply = dict(ok=False, **R.describe(e))

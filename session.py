@@ -41,6 +41,8 @@ CLOCK_RETRY_FROM = 0.5                  # ... and so is a pass above this x its 
                                         # 4-6 of the 64 of bench_throughput.py (one more draw each)
 PREBUILD_MAX_S = 300.0                  # a build ahead's ModelNew (meta device) may take this long (its builds)
 BUILD_NICE = 10                         # builds ahead run at this niceness: a timed call beside them keeps its CPU
+                                        # (evaluate_many adds each build's place in its queue, up to 19: the first
+                                        # builds land first and the GPU's evaluations start as soon as one is built)
 MEM_LIMIT_GB = 32.0                     # host RSS of a candidate's process group (CUDAL1_MEM_LIMIT_GB overrides)
 
 
@@ -113,6 +115,7 @@ class _Session:
         self.task_key = _hash(task_src) + _hash(json.dumps([o["device"], o["protocol"], o["trials"], o["atol"],
                                                             o["rtol"]]))
         self.rw, self.hacks, self.rng = None, [], random.Random()
+        self.dying = []                                   # threads killing this session's runners (end_candidate)
         self.folders = []                                 # a second draw's runner folder (restart())
         self.pool = None                                  # the first draw's (cand_sets, ref_sets): measure()
         self.deadline = time.perf_counter() + o["timeout_s"]
@@ -199,7 +202,7 @@ class _Session:
         alone: a timed evaluation times the reference in this runner before any candidate code runs in it."""
         o = self.o
         self.rw = self.fork_runner(self.tmp, self.cand_src, o["flags_override"],
-                                   BUILD_NICE if o.get("build_only") else 0, o["extra_env"])
+                                   o.get("build_nice", BUILD_NICE) if o.get("build_only") else 0, o["extra_env"])
         self.res["phase_s"]["start"] = round(self.rw.start_s or 0.0, 3)
         self.lap("fork")
         if candidate:
@@ -378,6 +381,7 @@ class _Session:
         """The candidate's warm-up and timed calls, as many as the reference's (reference(): each side's least
         overhead is compared, and a longer set would reach a lower one); a second set above remeasure_above."""
         o, info = self.o, self.info
+        self.res["phase_s"]["settle"] = round(self.res["phase_s"].get("settle", 0.0) + self.lock.settle(), 3)
         self.warm("cand")
         sets = [self.timed_set("cand", self.n)]
         first = _stat(o["protocol"], [(r, m) for r, m, _ in sets[0]])
@@ -407,7 +411,9 @@ class _Session:
         long as the reference's; the candidate gets the same n. Parts in phase_s: ref_setup (Model), ref_calls.
         A failure here is the task's (crash, TaskError)."""
         o, info = self.o, self.info
-        t, parts = time.perf_counter(), self.res["phase_s"]
+        parts = self.res["phase_s"]
+        parts["settle"] = round(self.lock.settle(), 3)   # earlier runners gone (end_candidate) before any timing
+        t = time.perf_counter()
 
         def part(name):
             nonlocal t
@@ -432,11 +438,15 @@ class _Session:
         self.lap("reference")
 
     def end_candidate(self):
-        """The candidate's runner killed, its whole process tree and GPU context gone, before the GPU's lock is
-        released (nothing of it may run beside the next evaluation's timing)."""
-        self.rw.kill()
-        if self.live is not None:
-            self.live.discard(self.rw)
+        """The candidate's runner killed, its whole process tree and GPU context gone before any later timed call
+        on this GPU (nothing of it may run beside another evaluation's timing): handed to the GPU's lock
+        (forkserver.GpuLock.kill, issue 12 item 4), whose next holder settles it before its reference is timed, and
+        which run() waits for before it returns. Called under the lock, on every way out of it (gpu_lock())."""
+        if self.rw is None:
+            return
+        live = self.live
+        self.dying.append(self.lock.kill(self.rw, done=live.discard if live is not None else None))
+        self.rw = None
 
     def verdict(self):
         o, res, info = self.o, self.res, self.info
@@ -508,7 +518,7 @@ class _Session:
         while True:
             self.timing()
             self.end_candidate()
-            self.lap("end")               # the runner's death (its CUDA context torn down) under the lock
+            self.lap("end")               # the runner handed to the lock's kill (its death: the next settle)
             self.verdict()
             c, res = self.res["clock"], self.res
             if first is not None:
@@ -553,7 +563,10 @@ class _Session:
             self.res["phase_s"]["wait"] = round(waited, 3)
             self.deadline += waited
             self.mark = time.perf_counter()
-            yield
+            try:
+                yield
+            finally:                      # a runner left alive (a failure, check_only) is handed over here, under
+                self.end_candidate()      # the lock, so the next holder settles its death before timing anything
 
     def run(self):
         res, o = self.res, self.o
@@ -590,10 +603,12 @@ class _Session:
             res.update(status="crash", correct=False, error_type=type(e).__name__,
                        error=runner.truncate(f"evaluator error: {type(e).__name__}: {e}\n{traceback.format_exc()}"))
         finally:
-            if self.rw is not None:
+            if self.rw is not None:                       # never held the lock (a failure at start)
                 self.rw.kill()
                 if self.live is not None:
                     self.live.discard(self.rw)
+            for t in self.dying:                          # the result is returned once its runners are dead
+                t.join()
             for folder in [self.tmp] + self.folders:
                 shutil.rmtree(folder, ignore_errors=True)
         if self.hacks:

@@ -244,6 +244,33 @@ def test_gpu_lock_wait_is_not_the_candidates_time(tmp_path):
     assert r["phase_s"]["wait"] > 8, r["phase_s"]
 
 
+def test_a_runners_death_is_settled_before_the_next_timing(tmp_path, monkeypatch):
+    """Issue 12 item 4: the holder of the GPU's lock hands its runner's death to the lock (forkserver.GpuLock.kill)
+    and lets go; the next holder waits for that death before its first timed call (phase_s.settle), and evaluate()
+    returns only once its own runners are dead. Each death here takes 1 s more than it would."""
+    import forkserver
+    deaths, kill = [], forkserver.Worker.kill
+
+    def slow_kill(self):
+        alive = self.pid is not None
+        time.sleep(1.0 if alive else 0.0)
+        out = kill(self)
+        if alive:
+            deaths.append(time.perf_counter())
+        return out
+    monkeypatch.setattr(forkserver.Worker, "kill", slow_kill)
+    kw = dict(device="cpu", num_correct_trials=1, time_budget_s=0.1, build_root=str(tmp_path))
+    r = bench.evaluate(TASK, src("cand_scale_correct.py"), **kw)
+    returned = time.perf_counter()
+    # two runners died (the build ahead's, the timed one's), both before evaluate() returned
+    assert r["status"] == "ok" and len(deaths) == 2 and max(deaths) <= returned, (bench.result_summary(r), deaths)
+    with ThreadPoolExecutor(2) as pool:       # two at once: one of them holds the lock just after the other
+        rs = list(pool.map(lambda c: bench.evaluate(TASK, src(c), **kw), ["cand_scale_correct.py"] * 2))
+    assert [x["status"] for x in rs] == ["ok", "ok"], [bench.result_summary(x) for x in rs]
+    settle = sorted(x["phase_s"]["settle"] for x in rs)
+    assert settle[0] < 0.5 and settle[1] > 0.6, [x["phase_s"] for x in rs]
+
+
 def test_hang_is_killed_at_the_call_limit_not_the_timeout(monkeypatch, tmp_path):
     """Issue 12 item 2: a call that never returns is killed at max(HANG_MIN_S, HANG_FACTOR x the reference's
     time), not at the candidate's whole timeout (here 300 s); the next evaluation runs at once."""
@@ -489,6 +516,22 @@ def test_memory_limit_kills_the_child(monkeypatch):
     assert r["error_type"] == "MemoryLimit" and r["eval_s"] < 60, bench.result_summary(r)
 
 
+def test_one_proc_scan_serves_every_waiting_thread(monkeypatch):
+    """The host-memory check reads a process group's RSS from one /proc scan shared by every thread for
+    forkserver.RSS_MAX_AGE_S (one scan per waiting runner held the parent's GIL ~30 times a second in a 14-build
+    batch, beside the thread that times): 16 threads asking 10 times each list /proc once, and the figure is this
+    process group's resident memory."""
+    import forkserver
+    scans, listdir = [], os.listdir
+    monkeypatch.setattr(forkserver.os, "listdir", lambda p=".": (scans.append(p) if p == "/proc" else None) or listdir(p))
+    monkeypatch.setitem(forkserver._RSS, "t", -1e9)
+    pgid = os.getpgid(0)
+    with ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(lambda _: [forkserver._group_rss(pgid) for _ in range(10)], range(16)))
+    own = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    assert scans == ["/proc"] and all(x == got[0][0] >= own * 0.9 for row in got for x in row), (scans, got[0])
+
+
 # ---- issue 6: the GPU hack suite's files on the CPU, on shrunk copies of their KernelBench tasks ----
 
 KB = os.environ.get("KERNELBENCH_DIR") or os.path.join(ROOT, "..", "shared", "kernelbench")
@@ -576,6 +619,16 @@ def test_builds_ahead_run_niced_and_timed_runs_do_not(tmp_path):
     assert r["status"] == "runtime_error" and f"niceness={min(19, base + bench.BUILD_NICE)}" in r["error"], r
     r = bench.evaluate(TASK, cand, device="cpu", build_root=str(tmp_path), timeout_s=60, static_checks=False)
     assert r["status"] == "runtime_error" and f"niceness={base}" in r["error"], bench.result_summary(r)
+    # a batch's builds: each one nicer than the one before it in the queue, so that the first ones land first
+    log = tmp_path / "nice.txt"
+    cands = [f"import os\nopen({str(log)!r}, 'a').write(f'{{os.nice(0)}} {i}\\n')\nraise RuntimeError('x')\n"
+             for i in range(3)]
+    rs = bench.evaluate_many([("t", TASK, c) for c in cands], device="cpu", build_root=str(tmp_path),
+                             timeout_s=60, static_checks=False, build_workers=1)
+    assert [x["status"] for x in rs] == ["runtime_error"] * 3, [bench.result_summary(x) for x in rs]
+    seen = sorted(tuple(map(int, line.split())) for line in log.read_text().split("\n") if line)
+    builds = [min(19, base + bench.BUILD_NICE + i) for i in range(3)]
+    assert seen == sorted([(builds[i], i) for i in range(3)] + [(base, i) for i in range(3)]), seen
 
 
 def _default_sigint():
