@@ -103,7 +103,8 @@ _NEED = dict(import_=("compile_s", "build_failures", "has_modelnew", "flags"), m
 class _Session:
     """One candidate: fork its runner with the task alone; then under the GPU's lock the judge's setup, the
     reference's timed calls in that runner, the candidate's import (its builds made ahead), ModelNew, the
-    correctness trials, the timed calls, the runner's death, and the verdict. (check_only: the candidate imported
+    correctness trials, the timed calls, the runner handed to the lock's kill (its death is waited for before the
+    next timed call on this GPU: forkserver.GpuLock), and the verdict. (check_only: the candidate imported
     at fork, then ModelNew, setup and trials.) Every step has a deadline; a hung step kills the runner at once
     (issue 12 item 2)."""
 
