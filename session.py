@@ -382,8 +382,7 @@ class _Session:
         """The candidate's warm-up and timed calls, as many as the reference's (reference(): each side's least
         overhead is compared, and a longer set would reach a lower one); a second set above remeasure_above."""
         o, info = self.o, self.info
-        self.res["phase_s"]["settle"] = round(self.res["phase_s"].get("settle", 0.0) + self.lock.settle(), 3)
-        self.warm("cand")
+        self.warm("cand")             # (earlier runners' deaths were settled in reference(), under this lock hold)
         sets = [self.timed_set("cand", self.n)]
         first = _stat(o["protocol"], [(r, m) for r, m, _ in sets[0]])
         if first > 0 and info["ref_ms_est"] / first > o["remeasure_above"]:
