@@ -1,9 +1,8 @@
-# The GPU measurements issue 12 still owes. Session 15 of 2026-12-02 (results/bench/2026-12-02_s15/COMMANDS.md): with
-# runners' deaths off the GPU's lock, builds niced by queue place, the judge warmed early and one /proc scan for every
-# waiting thread, the 64-kernel batch took 59.5, 58.8 and 53.8 s with the header warm on mid-speed boxes (the fork
-# server's ~4.2 s start counted); the GPU suite passed twice (82), the demo took 425 s. C9 (header AND fork server
-# before the clock) was cut by its too-short timeouts on a slow box (51/64 at 45.7 s). Next:
-#  - C9 with longer timeouts (one run ~95 s on a slow box: header 28 s + server 5 s + batch), on whatever box comes.
+# The GPU measurements of session 16 of 2026-12-02 (results/bench/2026-12-02_s16/COMMANDS.md): with the header and the
+# fork server made before the clock the 64-kernel batch took 42.5, 43.7, 48.9 and 47.3 s (C10, then again after the
+# other calls), the A100 release from scratch 524 s (B15a), the GPU suite 82 passed (A), the demo 385 s (D). Next:
+#  - T: why level3/49 of the A100 release was judged with no failed build named (session 16's audit).
+#  - C6 (the batch from an empty cache, header made inside it) on the current code: not measured since session 14.
 # Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
 # files copied into .kb/ (carry .kb). Chain the calls: a call made within 30 s of the last one finds the machine warm
 # (no start, and its build cache is still there). On nvidia-h200-x2 run two cases at once, one per GPU, each under
@@ -103,6 +102,30 @@ C9) # issue 12 item 4 (session 15, after C8; the last 300 s of device time): --w
     for i in 1 2; do
         timeout -k 3 ${C9_TIMEOUT:-120} python scripts/bench_throughput.py --n 64 --warm_header --fresh 0 \
             --out $OUT/r/throughput_warm_$i.json 2>&1 | stamp > $OUT/r/throughput_warm_$i.log
+    done
+    ;;
+C10) # issue 12 (session 16): C9 to completion on whatever box comes (the batch twice, header and fork server made
+    # before the clock), then repeatability and the timing-accuracy table once more on the current code
+    { nvidia-smi --query-gpu=name,clocks.max.sm --format=csv; nproc; } > $OUT/r/box.txt 2>&1
+    C9_TIMEOUT=${C9_TIMEOUT:-130} bash "$0" C9
+    timeout -k 5 90 python scripts/bench_repeat.py --out $OUT/r/repeat.json > $OUT/r/repeat.log 2>&1
+    timeout -k 5 60 python scripts/timing_accuracy.py --out $OUT/r/timing_accuracy.json > $OUT/r/timing.log 2>&1
+    ;;
+T)  # session 16's open question: CUDA-L1 A100 level3/49 was `fallback` in session 13 (its build failed in ModelNew())
+    # and `timed_output_mismatch` with no failed build named in session 16 (results/bench/2026-12-02_s16). Alone through
+    # bench.py (build in the timed runner) and through evaluate_many (build ahead), each into an empty cache, with the
+    # cache's markers (done / failed) listed after each
+    mkdir -p out && python - <<'PY'
+import json
+rows = json.load(open(".kb/cudal1_release/a100.json"))
+r = next(r for r in rows if r["level_id"] == 3 and r["task_id"] == 49)
+open("out/t_task.py", "w").write(r["ref_code"]); open("out/t_cand.py", "w").write(r["custom_code"])
+PY
+    for how in alone many; do
+        export CUDAL1_BUILD_ROOT=$PWD/out/build_t_$how; rm -rf $CUDAL1_BUILD_ROOT
+        if [ $how = alone ]; then timeout -k 5 200 python bench.py out/t_task.py out/t_cand.py --json > $OUT/r/t_$how.json 2> $OUT/r/t_$how.err
+        else timeout -k 5 200 python -c "import bench, json; print(json.dumps(bench.evaluate_many([('l3_49', open('out/t_task.py').read(), open('out/t_cand.py').read())], device='cuda')[0]))" > $OUT/r/t_$how.json 2> $OUT/r/t_$how.err; fi
+        { find $CUDAL1_BUILD_ROOT -maxdepth 2 -name done -o -maxdepth 2 -name failed | while read f; do echo "== $f"; cut -c1-600 "$f"; echo; done; } > $OUT/r/t_${how}_markers.txt 2>&1
     done
     ;;
 AC3) A_TIMEOUT=300 bash "$0" A; bash "$0" C3   # one call (<= 540 s): the suite, then throughput (the machine stays warm between them)
