@@ -617,6 +617,9 @@ class _Session:
             if before != "hack":      # ok, or a later failure (a fallback, then a wrong output): the hack first, then
                 res["error"] = runner.truncate("hack: " + "; ".join(m for _, m in self.hacks), 1200) + \
                     (f"; then: {runner.truncate(said, 600)}" if said else "")   # both (issue 11 item 5: the audit)
+            elif len(self.hacks) > 1:  # a hack that stopped it after one noted earlier (a fallback, then a timed output
+                res["error"] = runner.truncate(said, 600) + "; also: hack: " + runner.truncate(   # off): both kept
+                    "; ".join(m for _, m in self.hacks[1:]), 1200)   # (CUDA-L1 A100 level3/49, session 16's audit)
         if res["status"] in ("ok", "hack") and res["correct"] and res["ref_ms"] and res["cand_ms"]:
             res["speedup"] = res["ref_ms"] / res["cand_ms"]
             res["speedup_rounded"] = round_toward_one(res["speedup"])

@@ -334,12 +334,14 @@ def _hack(rec, code, hack, err, et, env):
         if mech not in MECHANISMS["policy"]:
             return _FALSE_NEG, "unexplained verdict", f"static {hack}: {first_line(err)}"
         return "policy", mech, line or f"(line not found) {first_line(err)}"
-    if hack == "fallback":
+    also = hack != "fallback" and "; also: hack: " in err and "fell back: " in err
+    if hack == "fallback" or also:  # (also: a hack that stopped it after the fallback: bench names that one first)
         m = re.search(r"fell back: (.*)", err, re.S)
         first = first_compiler_error(m.group(1)) if m else "not in the record"
         return "defect", "build fails, its try/except runs PyTorch", \
             f"its load_inline does not build with {env}, so its try/except runs PyTorch (first error: {first})" + \
-            ("" if m or not err else f"; then: {first_line(err, 160)}")   # a later failure's message won the field
+            ("" if m or not err else f"; then: {first_line(err, 160)}") + \
+            (f"; then {hack}: {first_line(err.split('; also: hack: ')[0], 160)}" if also else "")
     if hack == "precision_downgrade":
         p = rec.get("precision") or {}
         if good(p.get("err")) and good(p.get("threshold")):

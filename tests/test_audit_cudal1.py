@@ -105,7 +105,8 @@ def build(tmp_path):
                line(1, 9, PLAIN + "#9\n"), line(1, 10, BENCHMARK), line(1, 11, PLAIN + "#11\n"),
                line(1, 12, PLAIN + "#12\n"), line(1, 13, None), line(1, 14, "None"), line(1, 15, WRITES_CU),
                line(2, 1, other), line(2, 1, PLAIN + "#21\n"), line(1, 16, PLAIN + "#16\n"),
-               line(1, 17, INIT_BUILD), line(1, 18, INIT_BUILD + "#18\n"), line(1, 19, PLAIN + "#19\n")]
+               line(1, 17, INIT_BUILD), line(1, 18, INIT_BUILD + "#18\n"), line(1, 19, PLAIN + "#19\n"),
+               line(1, 20, INIT_BUILD + "#20\n")]
     code = lambda i: release[i]["custom_code"]
     rows = [
         row("level1/1", code(0), status="crash", error="the candidate process died (signal 11)"),  # superseded
@@ -145,6 +146,10 @@ def build(tmp_path):
         row("level1/18", code(19), status="ok", speedup=1.1, custom_kernel_calls=0, fallback_checked_in_models=True),
         row("level1/19", code(20), status="hack", hack="precision_downgrade",     # 100x 10-bit operands: other math
             precision=dict(err=2e-2, ref_err=1e-7, half_err=2e-4, threshold=1e-4), error="error vs float64"),
+        row("level1/20", code(21), status="hack", hack="timed_output_mismatch",   # a fallback, then a stopping hack
+            error="the output of a timed call is wrong: 1 mismatches (0 NaN), max_abs_err 5.243e+05; also: hack: a "
+                  "load_inline build in ModelNew() failed and the candidate fell back: Error building extension 'm': "
+                  "main.cpp:4:56: error: 'mamba_final_state' was not declared in this scope"),
     ]
     assert rows[1]["backend_flags"] == fixed
     (tmp_path / "release.json").write_text("".join(json.dumps(r) + "\n" for r in release))
@@ -188,7 +193,8 @@ def test_every_line_one_cause(tmp_path):
             18: ("not measured", "the row is another kernel's"),
             19: ("accepted", "its extension never ran (a fallback bench did not yet name)"),
             20: ("accepted", "PyTorch-only rewrite"),
-            21: ("defect", "computes something else, within the tolerance (float64 check)")}
+            21: ("defect", "computes something else, within the tolerance (float64 check)"),
+            22: ("defect", "build fails, its try/except runs PyTorch")}
     assert {n: (a["category"], a["mechanism"]) for n, a in by.items()} == want
     # the evidence: the live line (not the docstring's or the comment's mention), the first compiler error, numbers
     assert by[3]["detail"] == "line 7: `y = x.half()`"
@@ -203,6 +209,9 @@ def test_every_line_one_cause(tmp_path):
     assert "excess 0.9 ms > limit 0.5 ms" in by[11]["detail"]
     assert "k.cu" in by[15]["detail"]
     assert "100x the error of 10-bit operands" in by[21]["detail"]
+    assert "first error: main.cpp:4:56: error: 'mamba_final_state' was not declared" in by[22]["detail"]
+    assert by[22]["detail"].endswith("then timed_output_mismatch: the output of a timed call is wrong: 1 mismatches "
+                                     "(0 NaN), max_abs_err 5.243e+05"), by[22]["detail"]
     assert "not the sample evaluate.py reported" in by[16]["detail"] and by[16]["verdict"] == "incorrect"
     # speedups: ours, the published one, and their ratio for accepted kernels; the row named with the task's name
     assert float(by[1]["speedup"]) == 2.0 and float(by[1]["published"]) == 4.0 and float(by[1]["ratio"]) == 0.5

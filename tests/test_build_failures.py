@@ -17,15 +17,17 @@ import buildcache  # noqa: E402
 TASK = open(os.path.join(FIX, "cpu_task_scale.py")).read()
 CAND = open(os.path.join(FIX, "cand_init_fallback.py")).read()
 WRONG = CAND.replace("x * 2 + 1", "x * 2")               # the same failed build, then a wrong fallback
+MUTATE = CAND.replace("x * 2 + 1", "(x * 2 + 1, x.zero_())[0]")   # ... then a right output, its input zeroed
 
 
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("build"))
     t0 = time.time()
-    rs = bench.evaluate_many([("init_fallback", TASK, CAND), ("init_fallback_wrong", TASK, WRONG)], device="cpu",
+    rs = bench.evaluate_many([("init_fallback", TASK, CAND), ("init_fallback_wrong", TASK, WRONG),
+                              ("init_fallback_mutate", TASK, MUTATE)], device="cpu",
                              build_root=root, timeout_s=300, num_correct_trials=1, time_budget_s=0.2)
-    return rs[0], root, time.time() - t0, rs[1]
+    return rs[0], root, time.time() - t0, rs[1], rs[2]
 
 
 def test_fallback_in_init_is_the_fallback_hack(evaluated):
@@ -42,6 +44,16 @@ def test_wrong_fallback_keeps_the_compiler_error(evaluated):
     assert (r["status"], r["hack"], r["correct"]) == ("hack", "fallback", False), bench.result_summary(r)
     assert "was not declared" in r["error"] and "; then: " in r["error"] and "mismatches" in r["error"], r["error"]
     assert r["error"].index("was not declared") < r["error"].index("mismatches"), r["error"]
+
+
+def test_fallback_then_a_stopping_hack_keeps_both(evaluated):
+    """A fallback, then a hack that stops the evaluation (here its input zeroed after a right output): the record
+    names the stopping hack and still keeps the fallback's compiler error (session 16's A100 audit: level3/49 read
+    only "the output of a timed call is wrong", its failed build in ModelNew() not named)."""
+    r = evaluated[4]
+    assert (r["status"], r["hack"], r["correct"]) == ("hack", "input_mutation", False), bench.result_summary(r)
+    assert "changed its inputs" in r["error"] and "; also: hack: " in r["error"], r["error"]
+    assert "in ModelNew()" in r["error"] and "was not declared" in r["error"], r["error"]
 
 
 def test_failed_build_is_not_compiled_again(evaluated, monkeypatch):

@@ -1,7 +1,8 @@
 # The GPU measurements of session 16 of 2026-12-02 (results/bench/2026-12-02_s16/COMMANDS.md): with the header and the
 # fork server made before the clock the 64-kernel batch took 42.5, 43.7, 48.9 and 47.3 s (C10, then again after the
 # other calls), the A100 release from scratch 524 s (B15a), the GPU suite 82 passed (A), the demo 385 s (D). Next:
-#  - T: why level3/49 of the A100 release was judged with no failed build named (session 16's audit).
+#  - T: level3/49 of the A100 release alone, to see its record name both the failed build and any later hack (session
+#    16's audit named only its timed_output_mismatch; the record now keeps both).
 #  - C6 (the batch from an empty cache, header made inside it) on the current code: not measured since session 14.
 # Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
 # files copied into .kb/ (carry .kb). Chain the calls: a call made within 30 s of the last one finds the machine warm
@@ -111,8 +112,9 @@ C10) # issue 12 (session 16): C9 to completion on whatever box comes (the batch 
     timeout -k 5 90 python scripts/bench_repeat.py --out $OUT/r/repeat.json > $OUT/r/repeat.log 2>&1
     timeout -k 5 60 python scripts/timing_accuracy.py --out $OUT/r/timing_accuracy.json > $OUT/r/timing.log 2>&1
     ;;
-T)  # session 16's open question: CUDA-L1 A100 level3/49 was `fallback` in session 13 (its build failed in ModelNew())
-    # and `timed_output_mismatch` with no failed build named in session 16 (results/bench/2026-12-02_s16). Alone through
+T)  # CUDA-L1 A100 level3/49 was `fallback` in session 13 (its build failed in ModelNew()) and `timed_output_mismatch`
+    # with no failed build named in session 16 (results/bench/2026-12-02_s16; the record kept only the stopping
+    # hack's message, since fixed). Alone through
     # bench.py (build in the timed runner) and through evaluate_many (build ahead), each into an empty cache, with the
     # cache's markers (done / failed) listed after each
     mkdir -p out && python - <<'PY'
