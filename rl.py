@@ -435,7 +435,8 @@ if __name__ == "__main__":
             print(f"rank {rank}: checkpoint has no RNG state for {world} rank(s): reseeding")
             rank_rng.seed(seed + 1 + rank + 1000 * step)
             torch.manual_seed(seed + rank + 1000 * step)
-        print(f"resumed from {ckpt_dir} at step {step}")
+        print(f"resumed from {ckpt_dir} at step {step}" +   # a finished run: say so (a newcomer read a restart)
+              (f" (all {max_steps} steps done: no more training, the report again)" if step >= max_steps else ""))
     llm = None
     if use_vllm:
         try:

@@ -171,3 +171,10 @@ def test_chain_interrupted_in_every_stage_continues(tmp_path):
     summary = json.load(open(out / "eval" / "summary.json"))
     assert set(summary["per_sample"]) == {"before_rl", "after_rl"} and summary["env"]["torch_version"] == torch.__version__
     assert json.load(open(out / "chain.json")) == {"prepare.py": "done", "sft.py": "done", "evaluate.py": "done"}
+    # 6. --resume=True on the finished run: no training, the report again, and it says so (a newcomer read the
+    # "resumed from ... at step 4" line as a restart, session 16)
+    p = start(cmd + ["--resume=True"], tmp_path, tmp_path / "7.log")
+    assert p.wait(timeout=600) == 0, open(tmp_path / "7.log").read()[-4000:]
+    text = open(tmp_path / "7.log").read()
+    assert "at step 4 (all 4 steps done: no more training, the report again)" in text, text[-3000:]
+    assert len(lines(out / "rl" / "log.jsonl")) == 4
