@@ -1,9 +1,7 @@
-# The GPU measurements of session 16 of 2026-12-02 (results/bench/2026-12-02_s16/COMMANDS.md): with the header and the
-# fork server made before the clock the 64-kernel batch took 42.5, 43.7, 48.9 and 47.3 s (C10, then again after the
-# other calls), the A100 release from scratch 524 s (B15a), the GPU suite 82 passed (A), the demo 385 s (D). Next:
-#  - T: level3/49 of the A100 release alone, to see its record name both the failed build and any later hack (session
-#    16's audit named only its timed_output_mismatch; the record now keeps both).
-#  - C6 (the batch from an empty cache, header made inside it) on the current code: not measured since session 14.
+# The GPU measurements of session 17 of 2026-12-03 (results/bench/2026-12-03_s17/COMMANDS.md, commit 33603f0): T
+# (level3/49 alone: `fallback` with its compiler error, through bench.py and evaluate_many), C6 (the batch from an empty
+# cache 67.7 s, then 47.3 s with the header warm), A (82 passed), D (the demo 353 s). Session 16's are in
+# results/bench/2026-12-02_s16/COMMANDS.md.
 # Each case is one call of <= 10 min from the repository root, with KernelBench and the CUDA-L1
 # files copied into .kb/ (carry .kb). Chain the calls: a call made within 30 s of the last one finds the machine warm
 # (no start, and its build cache is still there). On nvidia-h200-x2 run two cases at once, one per GPU, each under
@@ -119,7 +117,7 @@ T)  # CUDA-L1 A100 level3/49 was `fallback` in session 13 (its build failed in M
     # cache's markers (done / failed) listed after each
     mkdir -p out && python - <<'PY'
 import json
-rows = json.load(open(".kb/cudal1_release/a100.json"))
+rows = [json.loads(l) for l in open(".kb/cudal1_release/a100.json") if l.strip()]
 r = next(r for r in rows if r["level_id"] == 3 and r["task_id"] == 49)
 open("out/t_task.py", "w").write(r["ref_code"]); open("out/t_cand.py", "w").write(r["custom_code"])
 PY
