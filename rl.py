@@ -15,11 +15,11 @@ One step, read top to bottom in the loop at the end of this file:
     error, crash, wrong output, a flagged hack); normalise and clip to [-reward_clip, reward_clip] as the paper
     does, over the whole batch (reward_norm="batch") or within each prompt's group ("group"), then group-normalised
     advantages as in GRPO. With scale_rewards="group" the two differ only through the clip (standardising a group
-    undoes any affine map of its rewards). The paper does not say over which set it normalises. Default "batch":
-    on the H200 (scripts/ablate_reward_norm.sh, tiny preset, 2026-12-02, results/tiny/h200/ablate_reward_norm) both
-    learned alike (speedup per sampled kernel 1.06 -> 1.86x batch, 1.06 -> 1.84x group); on CPU (3 seeds) group
-    ended nearer each task's best kernel (0.86-0.94 vs 0.65-0.89), a hint, not a verdict; the README's demo figures
-    were measured with batch. Try "group" where tasks' speedups differ widely;
+    undoes any affine map of its rewards). The paper does not say which set. Default "batch": on the H200 both
+    learned alike (scripts/ablate_reward_norm.sh -> results/tiny/h200/ablate_reward_norm: per sampled kernel 1.06 ->
+    1.86x batch, 1.06 -> 1.84x group); on CPU (3 seeds) group ended nearer each task's best kernel (0.86-0.94 vs
+    0.65-0.89), a hint, not a verdict. The README's demo figures use batch. Try "group" where tasks' speedups
+    differ widely;
  5. one GRPO update per generated batch (num_iterations of them), log-probs recomputed by the training model;
  6. every correct kernel goes into the task's exemplar database, so later prompts show better exemplars.
 
@@ -74,7 +74,6 @@ import time
 import torch
 
 import common
-
 import prompting
 import stages
 from rl_log import format_line, plot, step_summary
