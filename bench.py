@@ -74,15 +74,15 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:          # the fork server runs with `python -P` (no script folder first on sys.path)
     sys.path.append(HERE)
-import judge  # noqa: E402
-import runner  # noqa: E402
-from forkserver import WorkerError, judge_for, gpu_lock  # noqa: E402
-import buildcache  # noqa: E402
-import cores  # noqa: E402
-from buildcache import cached_load_inline  # noqa: E402,F401 (public re-export)
-from runner import FIXED_FLAGS, set_flags, get_flags  # noqa: E402,F401 (public re-exports)
-from scan import static_check  # noqa: E402,F401
-from session import (WARMUP, ROUNDS, MIN_CALLS, MAX_CALLS, HANG_MIN_S, HANG_FACTOR, WALL_REL,  # noqa: E402,F401
+from harness import judge  # noqa: E402
+from harness import runner  # noqa: E402
+from harness.forkserver import WorkerError, judge_for, gpu_lock  # noqa: E402
+from harness import buildcache  # noqa: E402
+from harness import cores  # noqa: E402
+from harness.buildcache import cached_load_inline  # noqa: E402,F401 (public re-export)
+from harness.runner import FIXED_FLAGS, set_flags, get_flags  # noqa: E402,F401 (public re-exports)
+from harness.scan import static_check  # noqa: E402,F401
+from harness.session import (WARMUP, ROUNDS, MIN_CALLS, MAX_CALLS, HANG_MIN_S, HANG_FACTOR, WALL_REL,  # noqa: E402,F401
                      WALL_ABS_MS, WALL_OVER, PREBUILD_MAX_S, BUILD_NICE, MEM_LIMIT_GB, _hash, round_toward_one,
                      time_floor_ms, _Session)   # (the rules live with the code that applies them; re-exported)
 

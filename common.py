@@ -10,7 +10,7 @@ import re
 import sys
 import textwrap
 
-from ddp_helpers import (ddp_all_reduce_grads, ddp_barrier, ddp_cleanup, ddp_gather, ddp_setup,  # noqa: F401
+from training.ddp import (ddp_all_reduce_grads, ddp_barrier, ddp_cleanup, ddp_gather, ddp_setup,  # noqa: F401
                          param_checksum, visible_gpu)  # DDP helpers (ddp_helpers.py), used as common.<name>
 
 ROOT = os.path.dirname(os.path.abspath(__file__))

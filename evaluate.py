@@ -75,11 +75,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from tqdm import tqdm
 
-import baseline
+from evaluation import baseline
 import common
 import prompting
-import report
-import taskset
+from evaluation import report
+from evaluation import taskset
 
 # -----------------------------------------------------------------------------
 # config: --key=value overrides any of these (common.configure)

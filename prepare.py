@@ -66,7 +66,7 @@ from concurrent.futures import ThreadPoolExecutor
 import common
 
 import prompting
-import taskset
+from evaluation import taskset
 
 # -----------------------------------------------------------------------------
 # config

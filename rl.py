@@ -75,9 +75,9 @@ import torch
 
 import common
 import prompting
-import stages
-from rl_log import format_line, plot, step_summary
-from stages import sha
+from training import stages
+from training.rl_log import format_line, plot, step_summary
+from training.stages import sha
 
 # -----------------------------------------------------------------------------
 # config

@@ -47,8 +47,8 @@ import tokenize
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, _ROOT)
 import common  # noqa: E402
-import scan  # noqa: E402
-from taskset import level_of, read_kernels, task_id_of  # noqa: E402
+from harness import scan  # noqa: E402
+from evaluation.taskset import level_of, read_kernels, task_id_of  # noqa: E402
 
 # -----------------------------------------------------------------------------
 # config: --key=value overrides any of these (common.configure)

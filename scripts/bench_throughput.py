@@ -25,7 +25,7 @@ import argparse, json, os, subprocess, sys, tempfile, time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
-import forkserver  # noqa: E402
+from harness import forkserver  # noqa: E402
 
 TASK = '''import torch
 import torch.nn as nn

@@ -18,9 +18,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import buildcache
+from harness import buildcache
 import common
-import taskset
+from evaluation import taskset
 
 # -----------------------------------------------------------------------------
 kernels = ""        # a kernels file (this project's rows or the CUDA-L1 release format)

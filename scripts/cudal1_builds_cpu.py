@@ -25,7 +25,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import common  # noqa: E402
-import taskset  # noqa: E402
+from evaluation import taskset  # noqa: E402
 
 # -----------------------------------------------------------------------------
 kernels = ""        # a CUDA-L1 release file (one JSON object a line)
@@ -47,7 +47,7 @@ if cpp_extension.CUDA_HOME is None:       # a CPU build of torch does not look f
     cpp_extension.CUDA_HOME = os.environ.get("CUDA_HOME") or (os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
                                                              if nvcc else None)
 torch.cuda.is_available = lambda: True   # kernels that build only "if torch.cuda.is_available()" build here too
-import buildcache
+from harness import buildcache
 buildcache.install_build_cache()
 calls = [0]
 _load = cpp_extension.load_inline

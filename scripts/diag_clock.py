@@ -20,7 +20,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import torch  # noqa: E402
 
-import runner  # noqa: E402
+from harness import runner  # noqa: E402
 
 
 def clock(a):

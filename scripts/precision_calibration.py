@@ -32,7 +32,7 @@ import torch  # noqa: E402
 
 import bench  # noqa: E402
 import prompting  # noqa: E402
-import judge  # noqa: E402
+from harness import judge  # noqa: E402
 
 POLICY = {(1, 1), (2, 48)}   # CUDA-L1 samples whose precision depends on a choice made at run time (docstring)
 CPU_CAPS = dict(batch_size=16, height=32, width=32, depth=32, length=256)   # per name, on --device=cpu

@@ -17,7 +17,7 @@ sys.path.insert(0, ROOT)
 import torch  # noqa: E402
 
 import bench  # noqa: E402
-import runner  # noqa: E402
+from harness import runner  # noqa: E402
 
 TASK = '''import torch
 import torch.nn as nn

@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
 import evaluate  # noqa: E402
-from scan import static_check  # noqa: E402
+from harness.scan import static_check  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "scripts", "audit_cudal1.py")
 REF = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n" \

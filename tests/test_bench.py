@@ -19,8 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
-import buildcache  # noqa: E402
-import runner  # noqa: E402
+from harness import buildcache  # noqa: E402
+from harness import runner  # noqa: E402
 
 TASK = open(os.path.join(FIX, "cpu_task_scale.py")).read()
 KEYS = {"task", "candidate_hash", "status", "compiled", "correct", "speedup", "speedup_rounded", "ref_ms", "cand_ms",
@@ -248,7 +248,7 @@ def test_a_runners_death_is_settled_before_the_next_timing(tmp_path, monkeypatch
     """Issue 12 item 4: the holder of the GPU's lock hands its runner's death to the lock (forkserver.GpuLock.kill)
     and lets go; the next holder waits for that death before its first timed call (phase_s.settle), and evaluate()
     returns only once its own runners are dead. Each death here takes 1 s more than it would."""
-    import forkserver
+    from harness import forkserver
     deaths, kill = [], forkserver.Worker.kill
 
     def slow_kill(self):
@@ -274,7 +274,7 @@ def test_a_runners_death_is_settled_before_the_next_timing(tmp_path, monkeypatch
 def test_hang_is_killed_at_the_call_limit_not_the_timeout(monkeypatch, tmp_path):
     """Issue 12 item 2: a call that never returns is killed at max(HANG_MIN_S, HANG_FACTOR x the reference's
     time), not at the candidate's whole timeout (here 300 s); the next evaluation runs at once."""
-    import session                                  # the rule lives with the code that applies it (bench re-exports)
+    from harness import session                                  # the rule lives with the code that applies it (bench re-exports)
     monkeypatch.setattr(session, "HANG_MIN_S", 4.0)
     t0 = time.time()
     r = bench.evaluate(TASK, src("cand_hang.py"), device="cpu", timeout_s=300, build_root=str(tmp_path))
@@ -521,7 +521,7 @@ def test_one_proc_scan_serves_every_waiting_thread(monkeypatch):
     forkserver.RSS_MAX_AGE_S (one scan per waiting runner held the parent's GIL ~30 times a second in a 14-build
     batch, beside the thread that times): 16 threads asking 10 times each list /proc once, and the figure is this
     process group's resident memory."""
-    import forkserver
+    from harness import forkserver
     scans, listdir = [], os.listdir
     monkeypatch.setattr(forkserver.os, "listdir", lambda p=".": (scans.append(p) if p == "/proc" else None) or listdir(p))
     monkeypatch.setitem(forkserver._RSS, "t", -1e9)

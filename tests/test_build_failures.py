@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
-import buildcache  # noqa: E402
+from harness import buildcache  # noqa: E402
 
 TASK = open(os.path.join(FIX, "cpu_task_scale.py")).read()
 CAND = open(os.path.join(FIX, "cand_init_fallback.py")).read()

@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
-import buildcache  # noqa: E402
+from harness import buildcache  # noqa: E402
 
 CPP_SRC = open(os.path.join(FIX, "cand_cpp_scale.py")).read().split('CPP_SRC = r"""')[1].split('"""')[0]
 

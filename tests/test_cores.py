@@ -10,9 +10,9 @@ import threading
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import cores  # noqa: E402
-import forkserver  # noqa: E402
-import session  # noqa: E402
+from harness import cores  # noqa: E402
+from harness import forkserver  # noqa: E402
+from harness import session  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CPUS = sorted(os.sched_getaffinity(0))
@@ -128,7 +128,7 @@ def test_an_evaluation_with_a_core_split_runs_whole(monkeypatch, tmp_path):
 def test_a_runner_builds_on_its_build_cores_after_models(tmp_path):
     # a load_inline made under the GPU's lock (after `models` moved the runner to the timing core) runs its
     # compiler on the build cores: the affinity the build sees, recorded by a stand-in compile step
-    import buildcache
+    from harness import buildcache
     seen = []
     cores.BUILD_CPUS[:] = [CPUS[0]]
     try:
@@ -142,7 +142,7 @@ def test_a_runner_builds_on_its_build_cores_after_models(tmp_path):
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs two usable cores")
 def test_the_fork_server_starts_on_the_build_cores():
     # a fresh process (the fork server is one per process): with a split, the zygote is moved off the timing cores
-    code = (f"import os, sys; sys.path.insert(0, {ROOT!r}); import cores, forkserver\n"
+    code = (f"import os, sys; sys.path.insert(0, {ROOT!r}); from harness import cores, forkserver\n"
             f"cores.core_split = lambda device, gpu=None: ([{CPUS[-1]}], [{CPUS[0]}])\n"
             "z = forkserver._zygote(); print(sorted(os.sched_getaffinity(z.proc.pid))); z.close()\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

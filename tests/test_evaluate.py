@@ -14,10 +14,10 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
-import baseline  # noqa: E402
+from evaluation import baseline  # noqa: E402
 import evaluate  # noqa: E402
-import report  # noqa: E402
-import taskset  # noqa: E402
+from evaluation import report  # noqa: E402
+from evaluation import taskset  # noqa: E402
 
 SAMPLE = os.path.join(os.environ.get("CUDAL1_SAMPLE_DIR") or os.path.join(ROOT, "..", "shared", "cudal1_sample"),
                       "a100_sample.jsonl")

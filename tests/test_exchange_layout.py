@@ -10,8 +10,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bench  # noqa: E402
-import judge  # noqa: E402
-import runner  # noqa: E402
+from harness import judge  # noqa: E402
+from harness import runner  # noqa: E402
 
 
 def test_dense_order_by_hand():

@@ -9,7 +9,7 @@ import pytest
 
 import common
 import prepare
-import taskset
+from evaluation import taskset
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.environ.get("CUDAL1_SAMPLE") or os.path.join(ROOT, "..", "shared", "cudal1_sample", "a100_sample.jsonl")

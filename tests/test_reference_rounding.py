@@ -9,7 +9,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bench  # noqa: E402
-import judge  # noqa: E402
+from harness import judge  # noqa: E402
 
 # ((a + b) - a) * 2 in float32 with |a| ~ 1e8: a + b rounds b to a multiple of ulp(a) = 8, so the fp32 reference is
 # off from the truth 2b by up to 8 per element, far beyond atol=rtol=1e-2; computing 2b directly is exact

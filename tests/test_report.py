@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import evaluate
-import report
+from evaluation import report
 
 
 def _rows(names, methods):

@@ -11,7 +11,7 @@ import common
 
 import prompting
 import rl
-import stages
+from training import stages
 
 
 # --- advantages -------------------------------------------------------------
@@ -589,7 +589,7 @@ def test_steps_per_hour_script(tmp_path):
 
 def test_step_summary_by_hand():
     """rl_log.step_summary: the numbers of one log line from four sample records, computed by hand."""
-    import rl_log
+    from training import rl_log
     rec = lambda task, status, sp, reward, n, tr: dict(task=task, status=status, speedup=sp, reward=reward,
                                                         completion_len=n, truncated=tr)
     recs = [rec("a", "ok", 3.0, 3.0, 10, False), rec("a", "incorrect", None, 0.0, 20, False),

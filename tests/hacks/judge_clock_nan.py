@@ -14,7 +14,7 @@ import torch.nn as nn
 
 
 def _patch():
-    mod = sys.modules.get("runner")
+    mod = sys.modules.get("harness.runner")
     if mod is None or getattr(mod.Clock.call, "_nan", False):
         return
     originals = mod._watched()

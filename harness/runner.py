@@ -32,7 +32,7 @@ import contextlib, ctypes, importlib.util, json, os, re, statistics, struct, sys
 import numpy
 import torch
 
-import cores
+from harness import cores
 
 bc = None   # buildcache, handed to main() by the fork server after the fork: importing cpp_extension calls
             # torch.cuda.is_available(), after which torch refuses CUDA in forked children (never in the zygote)

@@ -8,13 +8,13 @@ The constants are the rules of the timing and of the parent's clock (issue 11 it
 with what it was measured against."""
 import contextlib, json, math, os, random, shutil, signal, statistics, sys, tempfile, time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:          # the fork server runs with `python -P` (no script folder first on sys.path)
-    sys.path.append(HERE)
-import cores  # noqa: E402
-import runner  # noqa: E402
-from forkserver import WorkerError, Worker, drop_judge, scrubbed_env  # noqa: E402
-from runner import FIXED_FLAGS  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:          # the fork server runs with `python -P` (no script folder first on sys.path)
+    sys.path.append(ROOT)
+from harness import cores  # noqa: E402
+from harness import runner  # noqa: E402
+from harness.forkserver import WorkerError, Worker, drop_judge, scrubbed_env  # noqa: E402
+from harness.runner import FIXED_FLAGS  # noqa: E402
 
 WARMUP, ROUNDS, MIN_CALLS, MAX_CALLS = 3, 5, 3, 20
 HANG_MIN_S, HANG_FACTOR = 30.0, 100.0   # a call may take max(30 s, 100x the reference's time) (issue 12 item 2)

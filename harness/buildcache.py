@@ -18,8 +18,8 @@ import contextlib, fcntl, hashlib, importlib.util, json, os, pathlib, re, shlex,
 import torch
 from torch.utils import cpp_extension
 
-import cores  # noqa: E402
-from runner import default_build_root, truncate, _write_json  # noqa: E402
+from harness import cores  # noqa: E402
+from harness.runner import default_build_root, truncate, _write_json  # noqa: E402
 
 
 def first_error(text):

@@ -25,8 +25,8 @@ import contextlib, copy, ctypes, hashlib, json, math, os, random, re, statistics
 
 import torch
 
-import cores
-import runner as R
+from harness import cores
+from harness import runner as R
 
 PREC_RATIO = 16.0     # a candidate may be this many times less accurate than the fp32 reference (vs float64)...
 PREC_HALF = 0.5       # ...or up to this share of the error that 10-bit-mantissa operands (TF32/fp16) would cause

@@ -13,11 +13,12 @@ exchange is the parent's clock that bench.py checks claimed times against.
 import contextlib, ctypes, json, os, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:          # the fork server runs with `python -P`: site-packages first, this folder last,
-    sys.path.append(HERE)         # so a torch.py planted here cannot shadow torch
-import cores  # noqa: E402
-import judge  # noqa: E402
-import runner  # noqa: E402
+ROOT = os.path.dirname(HERE)
+if ROOT not in sys.path:          # the fork server runs with `python -P`: site-packages first, the repository last,
+    sys.path.append(ROOT)         # so a torch.py planted there cannot shadow torch
+from harness import cores  # noqa: E402
+from harness import judge  # noqa: E402
+from harness import runner  # noqa: E402
 
 _KEEP_ENV = {"PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "PYTHONPATH",
              "TORCH_CUDA_ARCH_LIST", "OMP_NUM_THREADS", "CXX", "CC", "MAX_JOBS", "PYTHONUSERBASE", "LANG", "LC_ALL"}
@@ -217,7 +218,7 @@ def _worker_child(ctrl, req, fd):
         if req["role"] == "judge":
             judge.main(socket.socket(fileno=fd), req["spec"])
         else:
-            import buildcache   # here, after the fork: importing cpp_extension touches CUDA (never in the zygote)
+            from harness import buildcache   # here, after the fork: importing cpp_extension touches CUDA (never in the zygote)
             runner.main(socket.socket(fileno=fd), req["spec"], buildcache)
     except BaseException:
         traceback.print_exc()

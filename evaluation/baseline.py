@@ -26,7 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tqdm import tqdm
 
-import common
+if __name__ == "__main__":   # a warm-up worker, run as a script: the repository's root for `import common`
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import common  # noqa: E402
 
 # Baselines: the reference module plus a ModelNew that subclasses its Model, so that both build the same weights from
 # the same seed (REFERENCE.md §2) and the module stands alone, as bench expects of a candidate.

@@ -1,0 +1,1 @@
+"""What the training stages share: data parallelism, the chained stages, rl.py's log line."""
