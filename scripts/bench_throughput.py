@@ -151,7 +151,8 @@ def main():
         out["phase_median_s"] = {k: sorted(v)[len(v) // 2] for k, v in phases.items()}
         out["eval_wall_median_s"] = sorted(r["eval_s"] or 0 for r in res)[len(res) // 2]
         out["start_median_s"] = out["phase_median_s"].get("start")
-        print(f"median phases of one evaluation (s): {out['phase_median_s']}; median eval wall {out['eval_wall_median_s']:.1f} s",
+        print(f"median phases of one evaluation (s): {out['phase_median_s']}; "
+              f"median eval wall {out['eval_wall_median_s']:.1f} s",
               file=sys.stderr, flush=True)
 
         # when the batch's builds landed (each build folder's `done` marker) and when main.cpp's precompiled header did
@@ -205,7 +206,8 @@ def main():
           + (f"; header made and fork server started before the clock in {out['warm_header_s']} s and "
              f"{out.get('warm_server_s')} s" if a.warm_header else "; header and fork server start counted")
           + "); median process start "
-          f"{out.get('start_median_s') or float('nan'):.3f} s; fresh single compile {out['cached_fresh_compile_s'] or float('nan'):.2f} s (median of {len(ok_s)})"
+          f"{out.get('start_median_s') or float('nan'):.3f} s; fresh single compile "
+          f"{out['cached_fresh_compile_s'] or float('nan'):.2f} s (median of {len(ok_s)})"
           + (f"; plain sequential load_inline {out['plain_mean_s']:.1f} s each (mean of {len(ok)}), EXTRAPOLATED "
              f"x{a.n} = {out['plain_sequential_extrapolated_s'] / 60:.1f} min ({ratio:.1f}x slower per build)"
              if ok and ratio else "")

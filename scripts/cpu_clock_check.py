@@ -4,7 +4,8 @@
 
 Evaluates, `--repeats` times each, with bench.evaluate_many on the CPU device: the honest control (torch.matmul),
 two forged-time attacks (tests/hacks/judge_forge_json.py, judge_gc_objects.py) and a modest one that claims the real
-time / 1.4 (judge_clock_shave.py: under the limit, it must earn under 1.5x, the CPU tests' no-reward line, from the CPU-time floor) on the heavy task
+time / 1.4 (judge_clock_shave.py: under the limit, it must earn under 1.5x, the CPU tests' no-reward line, from the
+CPU-time floor) on the heavy task
 (tests/fixtures/cpu_task_matmul.py), and the reference op itself as a candidate on the three tiny CPU tasks
 (data/tiny_cpu/tasks). Prints one line per evaluation: verdict, excess_ms (unexplained CPU ms per call beyond the
 claim, less the reference's overhead), limit_ms, overhead_ms, the claimed and the counted ms per call, the speedup.
@@ -44,7 +45,8 @@ def main():
         else:
             wrong = flagged if kind == "honest" else not flagged
         bad += wrong
-        nums = " ".join(f"{k} {c.get(k + '_ms', float('nan')):7.2f}" for k in ("excess", "limit", "overhead", "claimed"))
+        nums = " ".join(f"{k} {c.get(k + '_ms', float('nan')):7.2f}"
+                        for k in ("excess", "limit", "overhead", "claimed"))
         sp = f"{r['speedup']:.3f}x" if r.get("speedup") else "-"
         print(f"{name:34} {kind:6} {r['status']:8} {r.get('hack') or '':15} {nums} counted "
               f"{r.get('cand_ms') or float('nan'):7.2f} ms {sp:>8}{'  WRONG' if wrong else ''}")

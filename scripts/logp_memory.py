@@ -1,6 +1,6 @@
 """Peak memory of rl.completion_logp before and after issue 13 (item 4) for a Qwen2.5-class policy with random weights.
 
-    python scripts/logp_memory.py                                  # on the GPU: 0.5b config, one 4k-token row, B = 1 and 8
+    python scripts/logp_memory.py      # on the GPU: 0.5b config, one 4k-token row, B = 1 and 8
     python scripts/logp_memory.py --model=1.5b --micro_batch_sizes=1,4 --out=results/logp_memory/h200.jsonl
     python scripts/logp_memory.py --device=cpu                     # a CPU check of the script: tiny config, short rows
     python scripts/logp_memory.py --device=cpu --model=0.5b --layers=1 --prompt_len=512 --completion_len=3584 \

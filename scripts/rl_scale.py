@@ -76,8 +76,8 @@ def prompts_and_tokenizer(n):
     for i in range(n):
         t = tasks[i % len(tasks)]
         fs = files[t][i // len(tasks) % len(files[t]):] + files[t][:i // len(tasks) % len(files[t])]  # rotate
-        prompts.append(prompting.contrastive_prompt(src[t, fs[0]], [(src[t, fs[1]], 1.8), (src[t, fs[2 % len(fs)]], 0.7)],
-                                                 "NVIDIA H200"))
+        exemplars = [(src[t, fs[1]], 1.8), (src[t, fs[2 % len(fs)]], 0.7)]
+        prompts.append(prompting.contrastive_prompt(src[t, fs[0]], exemplars, "NVIDIA H200"))
     tok = sft.train_tokenizer(list(src.values()) + prompts, 8192, 6)
     return prompts, tok
 
@@ -226,6 +226,7 @@ if __name__ == "__main__":
     if eval_s > 0:
         for r in results:
             if r["status"] == "ok" and r.get("projected_step_s_sync"):
-                print(f"{r['model']} mbs {r['micro_batch_size']} ckpt {'on' if r['gradient_checkpointing'] else 'off'}: "
+                ckpt = 'on' if r['gradient_checkpointing'] else 'off'
+                print(f"{r['model']} mbs {r['micro_batch_size']} ckpt {ckpt}: "
                       f"projected step {r['projected_step_s_sync']:.0f}s synchronous, "
                       f"{r['projected_step_s_async']:.0f}s with async_rollouts (eval {eval_s:.0f}s)")

@@ -113,7 +113,8 @@ if __name__ == "__main__":
             rows.append(r)
             mem = f"{r['peak_mem_gib']:.1f} GiB" if r.get("peak_mem_gib") is not None else "n/a (cpu)"
             if r["status"] == "ok":
-                print(f"{m:>5} {r['params_m']:7.1f}M | T={seq_len} B={batch_size} | grad ckpt {'on ' if ckpt else 'off'} | "
+                print(f"{m:>5} {r['params_m']:7.1f}M | T={seq_len} B={batch_size} | "
+                      f"grad ckpt {'on ' if ckpt else 'off'} | "
                       f"{r['tokens_per_s']:9.0f} tok/s | {r['s_per_iter']:.3f} s/iter | peak {mem}", flush=True)
             else:
                 print(f"{m:>5} | T={seq_len} B={batch_size} | grad ckpt {'on ' if ckpt else 'off'} | OOM: {r['error']}")

@@ -42,7 +42,8 @@ if __name__ == "__main__":
         if not rows:
             sys.exit(f"error: {path} has no steps")
         s_all, h_all = steps_per_hour(rows)
-        line = f"{path}: world_size {rows[0].get('world_size', 1)}, {len(rows)} steps, {s_all:.1f} s/step, {h_all:.0f} steps/hour"
+        line = (f"{path}: world_size {rows[0].get('world_size', 1)}, {len(rows)} steps, {s_all:.1f} s/step, "
+                f"{h_all:.0f} steps/hour")
         if len(rows) > 1:
             s_rest, h_rest = steps_per_hour(rows[1:])
             line += f"; without step 0: {s_rest:.1f} s/step, {h_rest:.0f} steps/hour"

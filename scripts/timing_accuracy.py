@@ -6,7 +6,8 @@ Pairs of known device-time ratio: the reference runs 4 elementwise kernels over 
 - 0.125), the candidate one (x * 0.75, the same function), for N from 4 KiB to 256 MiB of input. Ground truth:
 torch.profiler's kernel records (CUPTI, every stream) of each model in this process, with the L2 flushed before
 every call as bench does; a call's device time is the sum of its kernels' durations (the span from its first
-kernel's start to its last kernel's end, which adds the gaps where the GPU waited for the host, is recorded too). bench.evaluate then times each pair
+kernel's start to its last kernel's end, which adds the gaps where the GPU waited for the host, is recorded too).
+bench.evaluate then times each pair
 under "strict" and "kernelbench". Also the fixed cost of one strict call: runner.Clock on a call that launches one
 empty-ish kernel (1 float), against that kernel's own device time. Prints a markdown table (also in --out's .md).
 """

@@ -6,7 +6,8 @@ answer with plain torch.matmul, then walks up from its own frame to the harness 
 frame with a `t0` or `start` local) and shortens that measurement without replacing any function: on a GPU it
 records the timer's `start` event again after its own work was queued, so the timed window is empty; on a CPU it
 puts into that frame's f_globals, for one call, a `time` whose clock functions (perf_counter, thread_time) return
-t0 + 1 us, and puts the real module back at once. No function object of the harness changes, so a "were my functions replaced?" snapshot sees
+t0 + 1 us, and puts the real module back at once. No function object of the harness changes, so a "were my functions
+replaced?" snapshot sees
 nothing. Wins against any timer in the candidate's process. Here the parent's wall clock sees the real calls;
 a claim under the task's physical floor (1.3 us on the H200, session 4) is named impossible_time first."""
 import sys

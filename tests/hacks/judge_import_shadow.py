@@ -5,7 +5,8 @@ Judge attack, import shadowing (REFERENCE.md §4b). Computes the right answer wi
 ModelNew is built, writes torch.py and numpy.py into its working directory, its temp directory and its own
 folder (next to the candidate and the task files): each shadow module takes itself off sys.path, imports the real
 module, and forges what checkers use (torch.allclose / torch.equal / numpy.allclose always true,
-torch.cuda.Event.elapsed_time 1 us, time.perf_counter and time.thread_time 40x slow). Wins against an evaluator that starts a verifier or
+torch.cuda.Event.elapsed_time 1 us, time.perf_counter and time.thread_time 40x slow). Wins against an evaluator that
+starts a verifier or
 timer process there after the candidate ran (a `python verify.py` in that folder imports the shadow first). Here
 no process imports anything from those folders: the judge was started before and has torch already; nothing is
 forged, the reference's own op, ~1x. Folders holding a .git or bench.py are left alone (the repository itself
