@@ -1,6 +1,6 @@
 """
 The baselines of evaluate.py's comparison table as trusted candidate modules generated from a task's reference, and
-the warm-up that compiles the torch.compile baselines into a shared cache before bench times them (issue 5).
+the warm-up that compiles the torch.compile baselines into a shared cache before bench times them.
 
     python baseline.py --_warm FOLDER     # one warm-up worker (started by warm(), not by hand)
 
@@ -29,6 +29,9 @@ from tqdm import tqdm
 if __name__ == "__main__":   # a warm-up worker, run as a script: the repository's root for `import common`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import common  # noqa: E402
+
+BASELINES = ("eager", "compile", "compile_reduce_overhead", "cuda_graph", "cudnn_benchmark")  # evaluate's --baselines
+COMPILED = ("compile", "compile_reduce_overhead")  # the baselines that torch.compile builds (warmed into the cache)
 
 # Baselines: the reference module plus a ModelNew that subclasses its Model, so that both build the same weights from
 # the same seed (REFERENCE.md §2) and the module stands alone, as bench expects of a candidate.
@@ -60,7 +63,8 @@ class ModelNew(Model):
         self._graph, self._key = None, None
 
     def forward(self, *args):
-        key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("const", repr(a)) for a in args)
+        key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("const", repr(a))
+                    for a in args)
         if key != self._key:
             self._static_in = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
             side = torch.cuda.Stream()  # warm-up on a side stream before capture, as the PyTorch docs show
@@ -100,9 +104,11 @@ def cache_env(inductor_cache="", compile_workers=1):
     """Environment that points torch.compile at the shared cache (inductor_cache, "" = ~/.cache/cudal1/inductor),
     for the warm-up workers and bench's timed child alike (inductor's parallel compile threads:
     $TORCHINDUCTOR_COMPILE_THREADS, else the CPUs shared by the compile_workers; not part of inductor's cache key)."""
-    d = os.path.abspath(os.path.expanduser(inductor_cache or "~/.cache/cudal1/inductor"))
-    threads = os.environ.get("TORCHINDUCTOR_COMPILE_THREADS") or str(max(1, len(os.sched_getaffinity(0)) // max(1, compile_workers)))
-    return dict(TORCHINDUCTOR_CACHE_DIR=d, TRITON_CACHE_DIR=os.path.join(d, "triton"), TORCHINDUCTOR_COMPILE_THREADS=threads)
+    cache = os.path.abspath(os.path.expanduser(inductor_cache or "~/.cache/cudal1/inductor"))
+    threads = (os.environ.get("TORCHINDUCTOR_COMPILE_THREADS")
+               or str(max(1, len(os.sched_getaffinity(0)) // max(1, compile_workers))))
+    return dict(TORCHINDUCTOR_CACHE_DIR=cache, TRITON_CACHE_DIR=os.path.join(cache, "triton"),
+                TORCHINDUCTOR_COMPILE_THREADS=threads)
 
 
 def warm_child(folder):

@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
 from evaluation import baseline  # noqa: E402
-import evaluate  # noqa: E402
+from evaluation import measure  # noqa: E402
 from evaluation import report  # noqa: E402
 from evaluation import taskset  # noqa: E402
 
@@ -109,7 +109,7 @@ def test_kernel_mix_and_hack_counts():
 
 def test_interleave_levels():
     tasks = [dict(name=f"level{L}/{i}_t", level=L) for L, n in ((1, 3), (2, 1), (3, 2)) for i in range(1, n + 1)]
-    assert [t["name"] for t in evaluate.interleave(tasks)] == [
+    assert [t["name"] for t in taskset.interleave(tasks)] == [
         "level1/1_t", "level2/1_t", "level3/1_t", "level1/2_t", "level3/2_t", "level1/3_t"]
 
 
@@ -117,12 +117,12 @@ def test_read_results_skips_a_line_cut_by_a_kill(tmp_path, capsys):
     p = tmp_path / "results.jsonl"
     p.write_text(json.dumps(dict(task="a", method="eager", ref_ms=1.0)) + "\n" +
                  json.dumps(dict(task="a", method="eager", ref_ms=2.0)) + "\n" + '{"task": "b", "meth')
-    rows = evaluate.read_results(str(p))
+    rows = measure.read_results(str(p))
     assert rows == {("a", "eager"): dict(task="a", method="eager", ref_ms=2.0)}  # the last row of a pair wins
     assert "unreadable line skipped" in capsys.readouterr().out
     import common
     common.append_jsonl(str(p), dict(task="b", method="eager", ref_ms=3.0))  # starts on a line of its own
-    assert evaluate.read_results(str(p))[("b", "eager")]["ref_ms"] == 3.0
+    assert measure.read_results(str(p))[("b", "eager")]["ref_ms"] == 3.0
 
 
 # ---- readers -----------------------------------------------------------------------------------------------------
@@ -300,13 +300,13 @@ def _lines(path):
 def _csv(path):
     import csv
     head = next(csv.reader(open(path)))
-    assert len(head) == len(set(head)), f"duplicate per_task.csv columns: {head}"  # issue 14 item 8
+    assert len(head) == len(set(head)), f"duplicate per_task.csv columns: {head}"
     return {r["task"]: r for r in csv.DictReader(open(path))}
 
 
 def test_a_kernels_file_gets_its_own_eval_dir(tmp_path, monkeypatch, capsys):
     """--kernels=F without --eval_dir writes to out_dir/eval_<F's name>: checking a kernels file in the demo's run
-    folder rewrote the demo's summary.md with no before/after table (newcomer pass, 2026-12-02)."""
+    folder must not rewrite the demo's summary.md (whose before/after table would be lost)."""
     kern = tmp_path / "my kernels.jsonl"
     kern.write_text(open(os.path.join(FIX, "eval_kernels.jsonl")).read())
     os.makedirs(tmp_path / "eval")
@@ -351,7 +351,7 @@ def test_pipeline_with_fake_bench_and_resume(tmp_path, monkeypatch, capsys):
     assert text.count(kern_all) == 2 and "### without degenerate tasks" in text
     assert "| all | 1 | 0 | 1 | 0 | 0 | 0% |" in text  # 1 correct kernel, PyTorch only (custom_kernel_calls 0)
     assert "hacks named by bench, by kind: none" in text
-    # issue 12 item 4: kernels per minute; the kernels (2), not the rows they make (with the baselines' 6)
+    # kernels per minute: the kernels (2), not the rows they make (with the baselines' 6)
     assert "; 2 distinct kernels measured by this run, " in text and " per minute " in text, text
     assert "phase 1: 2 answers of 2 tasks, 2 distinct kernels, each timed once (0 tasks already measured)" in text
     summary = json.load(open(f"{out}/summary.json"))
@@ -441,8 +441,8 @@ def test_oom_result_is_run_again_alone(tmp_path, monkeypatch, capsys):
 
 
 def test_kernels_in_one_batch_and_an_oom_kernel_written_once_after_its_retry(tmp_path, monkeypatch, capsys):
-    """Phase 1 measures every candidate in ONE evaluate_many call (on the H200 a chunk of 16 tasks waited for one
-    135 s failing build), writes each task's row as its last kernel finishes, and a kernel that ran out of GPU memory
+    """Phase 1 measures every candidate in ONE evaluate_many call (so that no chunk of tasks waits for its slowest
+    failing build), writes each task's row as its last kernel finishes, and a kernel that ran out of GPU memory
     there is written once, with the result of its run alone (an OOM row first would be the one a rerun reuses)."""
     out = str(tmp_path / "eval")
     fake = FakeBench(oom_first_kernel=True)
@@ -459,7 +459,7 @@ def test_kernels_in_one_batch_and_an_oom_kernel_written_once_after_its_retry(tmp
 
 
 def test_partial_run_still_reports_the_kernels(tmp_path, monkeypatch, capsys):
-    """A run stopped in phase 2 (the H200 CUDA-L1 run: `timeout` during the compile warm-up) has every kernels row
+    """A run stopped in phase 2 (say by `timeout` during the compile warm-up) has every kernels row
     and no baseline row: the kernels table must still be there, and each method says how many tasks it misses."""
     out = str(tmp_path / "eval")
     args = [f"--kernels={FIX}/eval_kernels.jsonl", f"--tasks_file={FIX}/eval_tasks.jsonl", "--device=cpu",
@@ -540,7 +540,7 @@ def test_warm_cudal1_ref_code_with_float_input_cpu(tmp_path, monkeypatch):
         pytest.skip(f"no inductor C++ compiler: {e}")
     ref = _cudal1_ref(1, 5).replace("M = 16384", "M = 256").replace("N = 4096", "N = 128")
     assert "s = 3.14" in ref and "M = 256" in ref
-    assert baseline.warm([("level1/5", ref, baseline.baseline_source(ref, b)) for b in evaluate.COMPILED], "cpu", 2,
+    assert baseline.warm([("level1/5", ref, baseline.baseline_source(ref, b)) for b in baseline.COMPILED], "cpu", 2,
                          600.0, str(tmp_path / "c")) == {"ok": 2}
     assert _fx_files(str(tmp_path / "c"))
 
@@ -550,7 +550,7 @@ def test_warm_cudal1_ref_code_with_float_input_cpu(tmp_path, monkeypatch):
 def test_warm_cudal1_ref_codes_gpu(tmp_path, monkeypatch, capsys):
     """All 7 CUDA-L1 sample references, both compile baselines, through the warm path on the GPU: every one ok."""
     jobs = [(f"level{r['level_id']}/{r['task_id']}", r["ref_code"]) for r in map(json.loads, open(SAMPLE))]
-    st = baseline.warm([(n, ref, baseline.baseline_source(ref, b)) for n, ref in jobs for b in evaluate.COMPILED], "cuda",
+    st = baseline.warm([(n, ref, baseline.baseline_source(ref, b)) for n, ref in jobs for b in baseline.COMPILED], "cuda",
                        8, 600.0, str(tmp_path / "c"))
     assert st == {"ok": 14}, capsys.readouterr().out
 
@@ -571,7 +571,7 @@ def test_pipeline_cudal1_file_without_task_set(tmp_path, monkeypatch, capsys):
     text = _run(monkeypatch, capsys, fake, f"--kernels={FIX}/eval_cudal1_none.jsonl", "--tasks_file=/nonexistent.jsonl",
                 "--device=cpu", "--baselines=eager", f"--eval_dir={out}", "--screen_degenerate=True")
     # the two lines without a kernel are not sent to bench; their references are then timed against themselves, both
-    # in ONE evaluate_many, static checks off (issue 12 item 4: one by one, 113 of 250 tasks took 157 s on the H200); the
+    # in ONE evaluate_many, static checks off (one by one, each is timed twice: as reference and as candidate); the
     # tasks carry their own references, so bench's degenerate screen decides (REFERENCE.md §3's list does not apply)
     assert fake.calls == [("many", 1, True), ("screen", "level1/1"), ("screen", "level1/2"), ("screen", "level1/3"),
                           ("many", 2, False), ("job", "level1/1"), ("job", "level1/2")]
@@ -694,7 +694,7 @@ def _fx_files(cache):
 
 @pytest.mark.slow
 def test_compile_warm_cache_is_used_cpu(tmp_path, monkeypatch):
-    """Issue 5 item 3 on CPU (inductor's C++ backend): evaluate's warm-up worker fills the shared cache; bench's timed
+    """The shared compile cache on CPU (inductor's C++ backend): evaluate's warm-up worker fills the shared cache; bench's timed
     child, given that cache through extra_env, finds the compiled graph there: it neither adds nor rewrites an FX
     graph entry. Control: the same child given an empty cache directory compiles into it (so it does use the dir)."""
     try:
