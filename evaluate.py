@@ -160,8 +160,9 @@ if __name__ == "__main__":
             own_ref.add(k["task"])
     if not summarize_only:  # after the arguments and the task set: a CPU machine's first error names the real mistake
         common.check_device(device)
-    unavailable = {}
-    if "cuda_graph" in baseline_names and not device.startswith("cuda"):
+    unavailable = {}  # (the report of rows measured on a GPU, rebuilt elsewhere, keeps their cuda_graph rows)
+    if "cuda_graph" in baseline_names and not device.startswith("cuda") and not (
+            summarize_only and any(method == "cuda_graph" for _, method in rows)):
         unavailable["cuda_graph"] = "needs a CUDA device"
     timed = [b for b in baseline_names if b != "eager" and b not in unavailable]
     for method, source in mains:

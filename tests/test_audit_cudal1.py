@@ -1,7 +1,7 @@
-"""scripts/audit_cudal1.py: every line of a CUDA-L1 release gets exactly one cause from the fixed
-list, with its evidence. A small fake release and a fake evaluate.py results.jsonl, built from bench's own record
-(bench._blank_result, evaluation.measure.record) and the static scan's own verdict, cover each cause; the script runs as a
-real subprocess. CPU only, a few seconds."""
+"""scripts/audit_cudal1.py: every line of a CUDA-L1 release gets exactly one cause from the fixed list, with its
+evidence. A small fake release and a fake evaluate.py results.jsonl, built from bench's own record
+(bench._blank_result, evaluation.measure.record) and the static scan's own verdict, cover each cause; the script runs
+as a real subprocess. CPU only, a few seconds."""
 import csv
 import importlib.util
 import json
