@@ -17,13 +17,14 @@ the torch.compile ones first compiled in parallel into a shared cache. 6. the re
 summary.md (printed), summary.json, per_task.csv and plots in eval_dir. Every answer, kernel result and row is
 appended as it is measured (samples.jsonl, kernels.jsonl, results.jsonl): a rerun continues, Ctrl-C and SIGTERM
 lose nothing, --summarize_only=True only rebuilds the report. A task without a passing kernel counts as 1.0x.
+Baselines: eager (the reference, 1.0x), compile, compile_reduce_overhead, cuda_graph, cudnn_benchmark (the reference
+with cudnn.benchmark on); a row "K vs B" is t_B / t_kernel per task (CUDA-L1's "speedup over torch.compile").
 
 Departures from CUDA-L1's evaluator and KernelBench, so that nobody compares the wrong numbers:
-  - times are bench's medians under its protocol, not means of 7 rounds of paired trials (§1.7); published score_*
-    are shown beside ours, never mixed into our statistics.
+  - times are bench's medians, not means of 7 rounds of paired trials (§1.7); published score_* are shown, not mixed.
   - cuda_graph is one generic capture of the reference, not CUDA-L1's per-task rewrite; graph baselines return a copy.
   - "K vs B" divides two speedups from separate runs; where B failed on a task, the kernel is compared with eager.
-  - compile warm-ups share the GPU with the timing (Triton may autotune differently); --overlap_warmup=False.
+  - compile warm-ups share the GPU (Triton may autotune otherwise) and overlap the timing unless --overlap_warmup=False.
   - a stopped run reports each method over the tasks it has rows for, and says how many each one misses.
 """
 import os

@@ -13,16 +13,15 @@ screen (on for CUDA; evaluation/screen.py): which trivial outputs pass each task
 eager reference's time, cached in screen.jsonl. 3. tasks.jsonl, one row per task (name, level, file, src, split,
 degenerate, degenerate_passed, ref_ms). 4. the seed kernels, each verified by bench.py on this device: the
 project-written kernels of variants_dir and their SFT rows (seed_data/variants.py), imported kernel files
-(seed_data/imports.py, report in import_report.jsonl), teacher LLMs (seed_data/teachers.py, files in teacher/).
+(seed_data/imports.py, report in import_report.jsonl), teacher LLMs (seed_data/teachers.py, files in teacher/);
+imports and teachers use training tasks only.
 5. seed.jsonl (every kernel with its bench result), db.json (rl.py's exemplars, {task: [{code, speedup, step,
 source}]}) and sft.jsonl (sft.py's rows, every source mixed). Measurements are appended as they come
 (seed.partial.jsonl, teacher/*.jsonl): a rerun after Ctrl-C or SIGTERM measures only what is missing.
 
 Departures from CUDA-L1 (REFERENCE.md §1.1, §1.5):
-  - split=heldout (default) holds out a hash-chosen share of the tasks (eval_fraction), stable as tasks are added;
-    CUDA-L1 trained and evaluated on all tasks (split=paper). Teacher data and imports use training tasks only.
-  - the SFT data may hold project-written and imported kernels besides teacher answers; the project-written ones
-    answer the contrastive (stage-3) prompt, so that a small model learns that format before RL.
+  - split=heldout (default) keeps a hash-chosen eval_fraction of tasks unseen; CUDA-L1 trained on all (split=paper).
+  - SFT rows may also come from project-written kernels (answering the contrastive prompt) and imported kernels.
 """
 import hashlib
 import json
