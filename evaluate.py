@@ -62,8 +62,7 @@ max_new_tokens = 2048           # longest answer, in tokens
 temperature = 0.7               # sampling temperature of the models
 seed = 1337                     # torch seed before each model's sampling (the same prompts and stream for each)
 baselines = "eager,compile"     # from: eager, compile, compile_reduce_overhead, cuda_graph, cudnn_benchmark
-device = "cuda" if torch.cuda.is_available() else "cpu"  # where candidates run: cuda | cpu
-                                # (default: cuda when torch sees a GPU, else cpu)
+device = "cuda" if torch.cuda.is_available() else "cpu"  # where candidates run: cuda if torch sees a GPU, else cpu
 gpu = "h200"                    # --gpu=NAME applies common.GPU_PRESETS[NAME] (device, arch, gpu_name)
 arch = "9.0"                    # nvcc arch for bench's builds
 gpu_name = "NVIDIA H200"        # the GPU named in the prompt

@@ -34,9 +34,9 @@ import torch
 import common
 from evaluation import screen
 from evaluation import taskset
-from seed_data import imports
-from seed_data import teachers as teacher_data
-from seed_data import variants
+import seed_data.imports
+import seed_data.teachers
+import seed_data.variants
 
 # -----------------------------------------------------------------------------
 # config
@@ -50,8 +50,7 @@ eval_fraction = 0.2  # share of the tasks held out for evaluation (split=heldout
 out_dir = "out"  # the run folder the other stages read
 variants_dir = ""  # project-written kernels (<task stem>/*.py): measured seeds + SFT data
 sft_prompts_per_variant = 4  # SFT rows per kernel; the pairs of exemplars in its prompts go round all pairs
-device = "cuda" if torch.cuda.is_available() else "cpu"  # where kernels are measured: cuda | cpu
-                      # (default: cuda when torch sees a GPU, else cpu)
+device = "cuda" if torch.cuda.is_available() else "cpu"  # where kernels run: cuda if torch sees a GPU, else cpu
 gpu = "h200"  # --gpu=NAME sets device, arch and gpu_name from common.GPU_PRESETS
 arch = "9.0"  # TORCH_CUDA_ARCH_LIST for nvcc
 gpu_name = "NVIDIA H200"  # the GPU the prompts name
@@ -130,7 +129,7 @@ if __name__ == "__main__":
     seeds, rows = [], []
     journal = os.path.join(out_dir, "seed.partial.jsonl")
     if variants_dir:
-        seeds = variants.measure_variants(tasks, variants_dir, journal, bench_kw)
+        seeds = seed_data.variants.measure_variants(tasks, variants_dir, journal, bench_kw)
         wrong = [s for s in seeds if (s["expect"] == "correct") != s["correct"]]
         for s in wrong:
             print(f"error: {s['task']} {s['variant']} is labelled {s['expect']} but bench.py says "
@@ -141,10 +140,10 @@ if __name__ == "__main__":
                 os.remove(journal)
             sys.exit(f"error: {len(wrong)} of {len(seeds)} seed kernels were not judged as labelled "
                      f"(results in {out_dir}/seed.jsonl); is the GPU, nvcc and CUDA_HOME set up?")
-        rows = variants.sft_rows(tasks, seeds, rng, sft_prompts_per_variant, gpu_name)
+        rows = seed_data.variants.sft_rows(tasks, seeds, rng, sft_prompts_per_variant, gpu_name)
     if import_kernels:
         try:
-            imported_seeds, imported_rows = imports.import_kernels(
+            imported_seeds, imported_rows = seed_data.imports.import_kernels(
                 [p.strip() for p in import_kernels.split(",") if p.strip()], tasks,
                 os.path.join(out_dir, "import_report.jsonl"), bench_kw, gpu_name)
         except ValueError as e:
@@ -152,12 +151,12 @@ if __name__ == "__main__":
         seeds, rows = seeds + imported_seeds, rows + imported_rows
     if teachers:
         try:
-            kept = teacher_data.run_teachers(
+            kept = seed_data.teachers.run_teachers(
                 tasks, [s.strip() for s in teachers.split(",") if s.strip()], os.path.join(out_dir, "teacher"),
                 gpu_name, bench_kw, teacher_tries, teacher_keep, teacher_batch, device=device, seed=seed,
                 temperature=teacher_temperature, max_new_tokens=teacher_max_new_tokens,
                 concurrency=teacher_concurrency, retries=teacher_retries, http_timeout_s=teacher_http_timeout_s)
-        except teacher_data.TeacherError as e:
+        except seed_data.teachers.TeacherError as e:
             sys.exit(f"error: {e}\n(every answer and verdict so far is in {out_dir}/teacher/; rerun to continue)")
         except KeyboardInterrupt:
             print(f"interrupted: every answer and verdict so far is in {out_dir}/teacher/; rerun to continue",
