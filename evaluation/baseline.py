@@ -1,6 +1,6 @@
 """
 The baselines of evaluate.py's comparison table as trusted candidate modules generated from a task's reference, and
-the warm-up that compiles the torch.compile baselines into a shared cache before bench times them (issue 5).
+the warm-up that compiles the torch.compile baselines into a shared cache before bench times them.
 
     python baseline.py --_warm FOLDER     # one warm-up worker (started by warm(), not by hand)
 
@@ -29,6 +29,9 @@ from tqdm import tqdm
 if __name__ == "__main__":   # a warm-up worker, run as a script: the repository's root for `import common`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import common  # noqa: E402
+
+BASELINES = ("eager", "compile", "compile_reduce_overhead", "cuda_graph", "cudnn_benchmark")  # evaluate's --baselines
+COMPILED = ("compile", "compile_reduce_overhead")  # the baselines that torch.compile builds (warmed into the cache)
 
 # Baselines: the reference module plus a ModelNew that subclasses its Model, so that both build the same weights from
 # the same seed (REFERENCE.md §2) and the module stands alone, as bench expects of a candidate.
@@ -60,7 +63,8 @@ class ModelNew(Model):
         self._graph, self._key = None, None
 
     def forward(self, *args):
-        key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("const", repr(a)) for a in args)
+        key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("const", repr(a))
+                    for a in args)
         if key != self._key:
             self._static_in = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
             side = torch.cuda.Stream()  # warm-up on a side stream before capture, as the PyTorch docs show
@@ -100,9 +104,11 @@ def cache_env(inductor_cache="", compile_workers=1):
     """Environment that points torch.compile at the shared cache (inductor_cache, "" = ~/.cache/cudal1/inductor),
     for the warm-up workers and bench's timed child alike (inductor's parallel compile threads:
     $TORCHINDUCTOR_COMPILE_THREADS, else the CPUs shared by the compile_workers; not part of inductor's cache key)."""
-    d = os.path.abspath(os.path.expanduser(inductor_cache or "~/.cache/cudal1/inductor"))
-    threads = os.environ.get("TORCHINDUCTOR_COMPILE_THREADS") or str(max(1, len(os.sched_getaffinity(0)) // max(1, compile_workers)))
-    return dict(TORCHINDUCTOR_CACHE_DIR=d, TRITON_CACHE_DIR=os.path.join(d, "triton"), TORCHINDUCTOR_COMPILE_THREADS=threads)
+    cache = os.path.abspath(os.path.expanduser(inductor_cache or "~/.cache/cudal1/inductor"))
+    threads = (os.environ.get("TORCHINDUCTOR_COMPILE_THREADS")
+               or str(max(1, len(os.sched_getaffinity(0)) // max(1, compile_workers))))
+    return dict(TORCHINDUCTOR_CACHE_DIR=cache, TRITON_CACHE_DIR=os.path.join(cache, "triton"),
+                TORCHINDUCTOR_COMPILE_THREADS=threads)
 
 
 def warm_child(folder):
@@ -110,33 +116,33 @@ def warm_child(folder):
     baseline the way bench's child does (backend flags, seed 42, construction under torch.device, calls under
     no_grad outside it), so that inductor's cache key (graph, input metadata, flags) is the one bench will look up.
     Prints one "warm: ..." line; on an error the traceback and, last, "warm-up error: Type: message" (exit status 1)."""
-    t0 = time.perf_counter()
+    started = time.perf_counter()
     try:
         import importlib.util
         import torch
         spec = json.load(open(os.path.join(folder, "spec.json")))
         mods = {}
         for key in ("task", "candidate"):
-            s = importlib.util.spec_from_file_location(f"warm_{key}", os.path.join(folder, key + ".py"))
-            mods[key] = sys.modules[s.name] = importlib.util.module_from_spec(s)
-            s.loader.exec_module(mods[key])
+            found = importlib.util.spec_from_file_location(f"warm_{key}", os.path.join(folder, key + ".py"))
+            mods[key] = sys.modules[found.name] = importlib.util.module_from_spec(found)
+            found.loader.exec_module(mods[key])
         import bench
         bench.set_flags(bench.FIXED_FLAGS)
         dev = torch.device(spec["device"])
         if dev.type == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
             torch.set_num_threads(1)  # as bench's CPU child: inductor's C++ code may depend on the thread count
-        t1 = time.perf_counter()
+        imported = time.perf_counter()
         with torch.no_grad():
             torch.manual_seed(42)
             with torch.device(dev):
                 init = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in mods["task"].get_init_inputs()]
                 torch.manual_seed(42)
-                m = mods["candidate"].ModelNew(*init)
+                model = mods["candidate"].ModelNew(*init)
                 torch.manual_seed(43)
-                x = [a.to(dev) if isinstance(a, torch.Tensor) else a for a in mods["task"].get_inputs()]
-            m = m.to(dev) if isinstance(m, torch.nn.Module) else m
+                inputs = [a.to(dev) if isinstance(a, torch.Tensor) else a for a in mods["task"].get_inputs()]
+            model = model.to(dev) if isinstance(model, torch.nn.Module) else model
             for _ in range(2):
-                m(*x)
+                model(*inputs)
             if dev.type == "cuda":
                 torch.cuda.synchronize()
     except BaseException as e:  # the parent shows the last line: make it the cause, not a timing
@@ -145,7 +151,8 @@ def warm_child(folder):
         print(f"warm-up error: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[-1][:300]}", flush=True)
         return 1
     # flushed now: a pipe is block-buffered, and a worker killed later (a stopped run) would lose the line
-    print(f"warm: imports {t1 - t0:.1f} s, build + 2 calls {time.perf_counter() - t1:.1f} s", flush=True)
+    print(f"warm: imports {imported - started:.1f} s, build + 2 calls {time.perf_counter() - imported:.1f} s",
+          flush=True)
     return 0
 
 
@@ -185,45 +192,46 @@ def warm(jobs, device, compile_workers, timeout_s, inductor_cache=""):
     def one(job):
         if stopping:
             return "stopped"
-        d = tempfile.mkdtemp(prefix="cudal1_warm_")
+        folder = tempfile.mkdtemp(prefix="cudal1_warm_")
         try:
             for key, text in (("task", job[1]), ("candidate", job[2])):
-                with open(os.path.join(d, key + ".py"), "w") as f:
+                with open(os.path.join(folder, key + ".py"), "w") as f:
                     f.write(text)
-            common.write_json_atomic(os.path.join(d, "spec.json"), dict(device=device))
-            t0 = time.time()
-            p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--_warm", d], cwd=d, env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
-            procs.append(p)
+            common.write_json_atomic(os.path.join(folder, "spec.json"), dict(device=device))
+            started = time.time()
+            proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--_warm", folder], cwd=folder,
+                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, text=True)
+            procs.append(proc)
             try:
-                out = p.communicate(timeout=timeout_s)[0]
+                out = proc.communicate(timeout=timeout_s)[0]
             except subprocess.TimeoutExpired:
-                p.kill()
-                p.communicate()
+                proc.kill()
+                proc.communicate()
                 tqdm.write(f"warm-up of {job[0]} timed out after {timeout_s:.0f} s (bench will compile it)")
                 return "timeout"
-            if p.returncode == 0:
-                times.append((time.time() - t0, (out.strip().splitlines() or ["?"])[-1]))
+            if proc.returncode == 0:
+                times.append((time.time() - started, (out.strip().splitlines() or ["?"])[-1]))
                 return "ok"
             if stopping:  # killed because this run is stopping: not a failure of the warm-up
                 return "stopped"
-            tqdm.write(f"warm-up of {job[0]} failed (bench will compile it): {warm_failure(p.returncode, out)}")
+            tqdm.write(f"warm-up of {job[0]} failed (bench will compile it): {warm_failure(proc.returncode, out)}")
             return "failed"
         finally:
-            shutil.rmtree(d, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
     pool = ThreadPoolExecutor(max(1, compile_workers))
     try:
-        st = dict(collections.Counter(pool.map(one, jobs)))
+        counts = dict(collections.Counter(pool.map(one, jobs)))
         if times:  # where a worker's time goes (the rest of its wall time is interpreter start and exit)
             wall, last = max(times)
             tqdm.write(f"warm-up: slowest worker {wall:.0f} s wall ({last})")
-        return st
+        return counts
     except BaseException:
         stop_warm()  # Ctrl-C / SIGTERM: stop the workers this process started
         raise
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
-        procs[:] = [p for p in procs if p.poll() is None]
+        procs[:] = [proc for proc in procs if proc.poll() is None]
 
 
 if __name__ == "__main__":

@@ -12,13 +12,17 @@ the H200 scan in REFERENCE.md §3 (DEGENERATE_H200); otherwise unknown, and the 
 
 For a model with several answers per task, the tables use the best of N; "per sample" adds the mean over every
 answer (a failure counts as 0, as RL's reward does), which is what RL changes, side by side for several models
-(before and after RL: issue 14 item 2).
+(before and after RL, say).
 """
 import collections
 import csv
 import math
 import os
 import re
+import shlex
+import subprocess
+import sys
+import time
 
 import numpy as np
 
@@ -138,7 +142,7 @@ def hack_counts(rows):
 
 
 def csv_header(methods, mains, pub_keys, ratios):
-    """per_task.csv's column names, each once (issue 14 item 8): task, level, degenerate; per method
+    """per_task.csv's column names, each once: task, level, degenerate; per method
     <method>_speedup, _status, _ms (the method's time; eager's is the reference's); per kernels/model method its
     hack, custom_kernel_calls, cuda_source, num_samples, num_correct; CUDA-L1's published scores; the ratios."""
     head = ["task", "level", "degenerate"] + [f"{m}_{c}" for m in methods for c in ("speedup", "status", "ms")]
@@ -226,8 +230,8 @@ def plot(spd, methods, levels_, timed, rows, out_dir):
 
 def versions(rows, runs):
     """{device_name, torch_version, cuda_version, triton_version, ...} for the report header: from bench's records
-    (the processes that measured), else from the measuring runs (evaluate.this_run), so that a run stopped before
-    its first measurement still names the real versions (issue 14 item 8). CUDA "none" = a CPU-only torch."""
+    (the processes that measured), else from the measuring runs (this_run), so that a run stopped before
+    its first measurement still names the real versions. CUDA "none" = a CPU-only torch."""
     env = next(({k: r.get(k) for k in ("device_name", "torch_version", "cuda_version", "protocol")}
                 for r in rows.values() if r.get("device_name") and r.get("torch_version")), {})
     last = runs[-1] if runs else {}
@@ -237,11 +241,33 @@ def versions(rows, runs):
     return env
 
 
-def write_report(out_dir, rows, tasks, mains, bl, unavailable, own_ref, runs, config, elapsed_s):
+def this_run():
+    """What this invocation is: command, date, commit, torch / CUDA / Triton versions (bench's records add the GPU). A
+    measuring run appends it to runs.jsonl, so a table measured over several calls names them all."""
+    import torch
+    run = dict(command="python evaluate.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+               date_utc=time.strftime("%Y-%m-%d %H:%M", time.gmtime()), git_commit=None,
+               torch_version=torch.__version__, cuda_version=torch.version.cuda, triton_version=None)
+    try:
+        import triton
+        run["triton_version"] = triton.__version__
+    except Exception:
+        pass
+    try:
+        def git(*args):
+            return subprocess.run(["git", *args], cwd=common.ROOT, capture_output=True, text=True, timeout=10).stdout
+        run["git_commit"] = (git("rev-parse", "--short", "HEAD").strip()
+                             + ("-dirty" if git("status", "--porcelain", "-uno").strip() else ""))
+    except Exception:
+        pass
+    return run
+
+
+def write_report(out_dir, rows, tasks, mains, baselines, unavailable, own_ref, runs, config, elapsed_s):
     """summary.md (also printed), summary.json, per_task.csv and the plots of one evaluation.
 
     rows: {(task, method): results.jsonl row}; tasks: the selected task rows; mains: [(method, source)] of the
-    kernels or models (empty for baselines only); bl: the baselines asked for; unavailable: {baseline: why};
+    kernels or models (empty for baselines only); baselines: the baselines asked for; unavailable: {baseline: why};
     own_ref: tasks timed against a reference of their own; runs: the measuring runs (runs.jsonl); config: the
     settings. A run stopped early still reports every method over the tasks it has rows for ("measured" are the
     tasks every method has a row for, and each method's table counts only its own tasks).
@@ -253,8 +279,8 @@ def write_report(out_dir, rows, tasks, mains, bl, unavailable, own_ref, runs, co
         deg[t["name"]], s = degenerate_of(t, t["name"] in own_ref, screened)
         deg_src[s] += 1
     main_methods = [m for m, _ in mains]
-    timed = [b for b in bl if b != "eager" and b not in unavailable]
-    methods = main_methods + [b for b in bl if b not in unavailable]
+    timed = [b for b in baselines if b != "eager" and b not in unavailable]
+    methods = main_methods + [b for b in baselines if b not in unavailable]
     have = {m: [n for n in names if (n, m) in rows] for m in methods}
     measured = [n for n in names if all((n, m) in rows for m in methods)]
     missing = [n for n in names if n not in measured]
@@ -268,7 +294,7 @@ def write_report(out_dir, rows, tasks, mains, bl, unavailable, own_ref, runs, co
             table_methods.append(f"{k} vs {b}")
         pub = {n: rows[(n, k)].get("published") or {} for n in have[k]}
         for b, key in PUBLISHED.items() if any(pub.values()) else ():  # CUDA-L1's own numbers, for comparison only
-            if b == "eager" or b in bl:
+            if b == "eager" or b in baselines:
                 m = "published" + (f" vs {b}" if b != "eager" else "")
                 spd[m] = {n: p[key] if good(p.get(key)) else None for n, p in pub.items()}
                 table_methods.append(m)
@@ -280,17 +306,22 @@ def write_report(out_dir, rows, tasks, mains, bl, unavailable, own_ref, runs, co
     device, protocol = config.get("device"), config.get("protocol")
     tables = {}
     unknown_deg = [n for n in reported if deg[n] is None]
-    variants = [("all tasks", lambda n: True)] + ([] if unknown_deg else [("without degenerate tasks", lambda n: not deg[n])])
+    variants = [("all tasks", lambda n: True)]
+    if not unknown_deg:
+        variants.append(("without degenerate tasks", lambda n: not deg[n]))
     for title, keep in variants:
         tables[title] = [dict(method=m, level=lvl, **summarize([spd[m][n] for n in ns if keep(n) and n in spd[m]]))
                          for m in table_methods for lvl, ns in by_level]
     text = (f"speedup = t_eager / t_method (x); a failed task counts as 1.0x except in 'mean ok'; ok and >1.01x are "
-            f"counts of tasks; fast_p = share of all tasks correct with speedup > p. Device {env.get('device_name') or device}, "
+            f"counts of tasks; fast_p = share of all tasks correct with speedup > p. Device "
+            f"{env.get('device_name') or device}, "
             f"torch {env.get('torch_version')}, CUDA {env.get('cuda_version') or 'none'}, Triton "
             f"{env.get('triton_version') or 'none'}, protocol {protocol}, atol {config.get('atol')}, rtol "
             f"{config.get('rtol')}, commit {env.get('git_commit')}, {env.get('date_utc')} UTC.\n"
-            + "".join(f"Command: `{c}`\n" for c in dict.fromkeys(env["commands"])) + f"\nMeasured {len(measured)} of {len(names)} selected tasks"
-            + (f"; missing ({len(missing)}): {', '.join(missing[:40])}{' ...' if len(missing) > 40 else ''}" if missing else "")
+            + "".join(f"Command: `{c}`\n" for c in dict.fromkeys(env["commands"]))
+            + f"\nMeasured {len(measured)} of {len(names)} selected tasks"
+            + (f"; missing ({len(missing)}): {', '.join(missing[:40])}{' ...' if len(missing) > 40 else ''}"
+               if missing else "")
             + "".join(f"\n- {m}: {len(have[m])} of {len(names)} tasks" + (f", missing {len(names) - len(have[m])}" if
                       len(have[m]) < len(names) else "") for m in methods if missing)
             + ("\nEach table row counts only the tasks its method has rows for ('K vs B': both); the run is partial"
@@ -300,7 +331,7 @@ def write_report(out_dir, rows, tasks, mains, bl, unavailable, own_ref, runs, co
             + ", ".join(f"{s} {c}" for s, c in deg_src.items()) + ".\n")
     sampled_any = any(rows[(n, m)].get("sample_speedups") and len(rows[(n, m)]["sample_speedups"]) > 1
                       for m in main_methods if m != "kernels" for n in have[m])
-    if sampled_any:   # a newcomer reads the first table first (issue 14)
+    if sampled_any:   # a reader reads the first table first: say what best of N hides
         text += ("\nThe tables below take each task's best answer of N (the paper's layout): one lucky sample decides "
                  "them, so two models often tie there; the 'per sample' table further down counts every answer.\n")
     for title, entries in tables.items():
@@ -326,7 +357,8 @@ def write_report(out_dir, rows, tasks, mains, bl, unavailable, own_ref, runs, co
     for k in main_methods:
         mix[k] = {lvl: kernel_mix([rows[(n, k)] for n in ns if (n, k) in rows]) for lvl, ns in by_level}
         text += ("\n\n### what the correct kernels " + (f"of {k} " if len(mains) > 1 else "") + "are (bench's "
-                 "custom_kernel_calls in the first correctness trial; counts of tasks)\n\n| level | correct tasks | custom kernel ran | PyTorch only | unknown | CUDA in source | share custom |\n"
+                 "custom_kernel_calls in the first correctness trial; counts of tasks)\n\n| level | correct tasks | "
+                 "custom kernel ran | PyTorch only | unknown | CUDA in source | share custom |\n"
                  "|---|---:|---:|---:|---:|---:|---:|\n"
                  + "".join(f"| {lvl} | {x['correct']} | {x['custom_ran']} | {x['pytorch_only']} | {x['unknown']} | "
                            f"{x['cuda_source']} | {x['custom_ran'] / x['correct'] if x['correct'] else 0:.0%} |\n"

@@ -1,6 +1,6 @@
 """
-The task set and kernels files: what prepare.py and evaluate.py both read (issue 14 item 7: one place, no import
-circle between the stage scripts).
+The task set and kernels files: what prepare.py and evaluate.py both read (one place, so that neither stage script
+imports the other).
 
 A task is a KernelBench-style module (REFERENCE.md §2): `Model`, `get_inputs`, `get_init_inputs`. Task rows are
 {name, level, file, src}: "level1/25_Swish" for a file of KernelBench's level1/ folder, "<folder>/<stem>" (level 0)
@@ -12,8 +12,12 @@ CUDA-L1 release (level_id, task_id, ref_code, custom_code, score_*: REFERENCE.md
 """
 import ast
 import glob
+import io
+import itertools
 import os
 import re
+import tarfile
+import urllib.request
 
 import common
 
@@ -24,6 +28,24 @@ KERNELBENCH_DEFAULT = os.environ.get("KERNELBENCH_DIR") or os.path.join(common.R
 def find_kernelbench():
     """KERNELBENCH_DEFAULT when that folder exists, else "" (the caller then needs another task source)."""
     return KERNELBENCH_DEFAULT if os.path.isdir(KERNELBENCH_DEFAULT) else ""
+
+
+def download_kernelbench(url, dest):
+    """Download the KernelBench repository tarball at url and unpack its KernelBench/level*/ task files into dest
+    (standard library only). Raises RuntimeError naming the URL and the cause when the download fails."""
+    print(f"downloading {url} ...")
+    try:
+        data = urllib.request.urlopen(url, timeout=120).read()
+    except OSError as e:
+        raise RuntimeError(f"cannot download KernelBench from {url} ({e}); pass --kernelbench_dir=PATH to a local "
+                           "copy") from None
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        for member in tar.getmembers():
+            parts = member.name.split("/")
+            if member.isfile() and len(parts) == 4 and parts[1] == "KernelBench" and parts[2].startswith("level"):
+                os.makedirs(os.path.join(dest, parts[2]), exist_ok=True)
+                with open(os.path.join(dest, parts[2], parts[3]), "wb") as f:
+                    f.write(tar.extractfile(member).read())
 
 
 def level_of(name):
@@ -57,10 +79,10 @@ def load_tasks(root, level_list, names=()):
     if not os.path.isdir(root):
         raise ValueError(f"task folder {root!r} does not exist")
     files = []
-    if any(os.path.isdir(os.path.join(root, f"level{L}")) for L in level_list):
-        for L in level_list:
-            files += [(L, p, f"level{L}/{os.path.basename(p)[:-3]}")
-                      for p in sorted(glob.glob(os.path.join(root, f"level{L}", "*.py")))]
+    if any(os.path.isdir(os.path.join(root, f"level{level}")) for level in level_list):
+        for level in level_list:
+            files += [(level, p, f"level{level}/{os.path.basename(p)[:-3]}")
+                      for p in sorted(glob.glob(os.path.join(root, f"level{level}", "*.py")))]
     else:
         base = os.path.basename(os.path.normpath(root))
         files = [(0, p, f"{base}/{os.path.basename(p)[:-3]}") for p in sorted(glob.glob(os.path.join(root, "*.py")))]
@@ -73,10 +95,10 @@ def load_tasks(root, level_list, names=()):
     if not files:
         raise ValueError(f"no task files in {root!r} for levels {level_list}")
     rows = []
-    for L, path, name in files:
+    for level, path, name in files:
         src = open(path).read()
         check_task(path, src)
-        rows.append(dict(name=name, level=L, file=os.path.abspath(path), src=src))
+        rows.append(dict(name=name, level=level, file=os.path.abspath(path), src=src))
     return rows
 
 
@@ -120,7 +142,8 @@ def read_kernels(path):
                            ref_code=r.get("ref_code"), published={})
             else:
                 got = f"keys {sorted(r)[:6]}" if isinstance(r, dict) else f"a JSON {type(r).__name__}"
-                raise ValueError(f"{where}: neither {{'task', 'code'}} nor a CUDA-L1 line (level_id, task_id); got {got}")
+                raise ValueError(f"{where}: neither {{'task', 'code'}} nor a CUDA-L1 line (level_id, task_id); "
+                                 f"got {got}")
             if not isinstance(row["code"], str) or row["code"].strip() in ("", "None", "null"):
                 row["code"] = None
             if not isinstance(row["ref_code"], str) or not row["ref_code"].strip():
@@ -137,3 +160,36 @@ def match_tasks(krows, tasks):
         if k["task"] not in names and (k["level"], k["task_id"]) in by_id:
             k["task"] = by_id[(k["level"], k["task_id"])]
     return krows
+
+
+def select_tasks(tasks, levels, split, task_names, tasks_file):
+    """The task rows chosen by evaluate.py's --task_names (a comma list, overriding the rest), else --levels (a comma
+    list of ints) and --split (train | eval | all), sorted by level and KernelBench id. Raises ValueError for an
+    unknown name, a split asked of rows without one (tasks_file named as the file that should hold it), or an empty
+    selection."""
+    if task_names:
+        wanted = [s.strip() for s in task_names.split(",") if s.strip()]
+        unknown = set(wanted) - {t["name"] for t in tasks}
+        if unknown:
+            raise ValueError(f"unknown task names {sorted(unknown)}")
+        tasks = [t for t in tasks if t["name"] in wanted]
+    else:
+        level_set = {int(x) for x in str(levels).split(",") if x.strip()}
+        tasks = [t for t in tasks if t["level"] in level_set]
+        if split != "all":
+            if any(t.get("split") is None for t in tasks):
+                why = "has no split field" if os.path.exists(tasks_file) else "does not exist"
+                raise ValueError(f"--split={split} needs the split that prepare.py writes into {tasks_file}, which "
+                                 f"{why}; give the --out_dir (or --preset) of a prepared run, or --split=all")
+            tasks = [t for t in tasks if t["split"] == split]
+    if not tasks:
+        raise ValueError(f"no tasks left after the selection (levels={levels!r}, split={split!r}, "
+                         f"task_names={task_names!r})")
+    return sorted(tasks, key=lambda t: (t["level"], task_id_of(t["name"]) or 0, t["name"]))
+
+
+def interleave(tasks):
+    """Measuring order: level by level in turn (L1 #1, L2 #1, L3 #1, L1 #2, ...), so a run stopped early covers
+    every level."""
+    by_level = [[t for t in tasks if t["level"] == level] for level in sorted({t["level"] for t in tasks})]
+    return [t for group in itertools.zip_longest(*by_level) for t in group if t]

@@ -1,7 +1,7 @@
-"""scripts/audit_cudal1.py (issue 11 item 5): every line of a CUDA-L1 release gets exactly one cause from the fixed
-list, with its evidence. A small fake release and a fake evaluate.py results.jsonl, built from bench's own record
-(bench._blank_result, evaluate.record) and the static scan's own verdict, cover each cause; the script runs as a
-real subprocess. CPU only, a few seconds."""
+"""scripts/audit_cudal1.py: every line of a CUDA-L1 release gets exactly one cause from the fixed list, with its
+evidence. A small fake release and a fake evaluate.py results.jsonl, built from bench's own record
+(bench._blank_result, evaluation.measure.record) and the static scan's own verdict, cover each cause; the script runs
+as a real subprocess. CPU only, a few seconds."""
 import csv
 import importlib.util
 import json
@@ -12,7 +12,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
-import evaluate  # noqa: E402
+from evaluation import measure  # noqa: E402
 from harness.scan import static_check  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "scripts", "audit_cudal1.py")
@@ -83,7 +83,7 @@ def row(task, code, samples=None, **res_fields):
     if res.get("status") == "ok":
         res.update(correct=True, ref_ms=res["speedup"] * 0.1, cand_ms=0.1)
     samples = samples or [(res["status"], res["hack"])]
-    return evaluate.record(task, "kernels", res, source="release.json", num_samples=len(samples),
+    return measure.record(task, "kernels", res, source="release.json", num_samples=len(samples),
                            num_correct=sum(s == "ok" for s, _ in samples), sample_status=[s for s, _ in samples],
                            sample_hacks=[h for _, h in samples], cuda_source=True)
 
@@ -111,7 +111,7 @@ def build(tmp_path):
     rows = [
         row("level1/1", code(0), status="crash", error="the candidate process died (signal 11)"),  # superseded
         row("level1/1", code(0), status="ok", speedup=2.0, custom_kernel_calls=4, degenerate=[]),
-        evaluate.record("level1/1", "eager", dict(status="ok", correct=True, speedup=1.0, ref_ms=0.2)),
+        measure.record("level1/1", "eager", dict(status="ok", correct=True, speedup=1.0, ref_ms=0.2)),
         row("level1/2_ReLU", code(1), status="ok", speedup=1.5, custom_kernel_calls=0, degenerate=["zeros"]),
         static_row("level1/3", code(2)),
         row("level1/4", code(3), status="hack", hack="fallback", ref_ms=0.2, cand_ms=0.21,
@@ -135,7 +135,7 @@ def build(tmp_path):
         row("level1/11", code(10), status="hack", hack="clock_mismatch", ref_ms=1.0, cand_ms=0.1,
             clock=dict(excess_ms=0.9, overhead_ms=0.05, limit_ms=0.5),
             error="hack: the parent's clock saw 0.9 ms per call more than the candidate claimed"),
-        evaluate.record("level1/13", "kernels", dict(status="missing", correct=False, speedup=None,
+        measure.record("level1/13", "kernels", dict(status="missing", correct=False, speedup=None,
                                                      error="no kernel in the kernels file")),
         static_row("level1/15", code(14)),
         row("level2/1", code(16), samples=[("incorrect", None), ("ok", None)], status="ok", speedup=3.0,

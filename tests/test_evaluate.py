@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
 from evaluation import baseline  # noqa: E402
-import evaluate  # noqa: E402
+from evaluation import measure  # noqa: E402
 from evaluation import report  # noqa: E402
 from evaluation import taskset  # noqa: E402
 
@@ -53,7 +53,8 @@ def test_summarize_interpolates_between_order_statistics():
 def test_summarize_empty_and_all_failures():
     e = report.summarize([])
     assert e["tasks"] == 0 and e["successes"] == 0 and e["count_gt_1_01"] == 0
-    assert all(e[k] is None for k in ("mean", "mean_success", "median", "geomean", "max", "p25", "p75", "fast_0", "fast_2"))
+    assert all(e[k] is None for k in ("mean", "mean_success", "median", "geomean", "max", "p25", "p75", "fast_0",
+                                      "fast_2"))
     f = report.summarize([None, None, None])
     assert f["successes"] == 0 and f["mean_success"] is None
     assert f["mean"] == f["median"] == f["geomean"] == f["max"] == f["p25"] == f["p75"] == 1.0
@@ -76,7 +77,8 @@ def test_markdown_table_numbers():
     assert len(lines) == 4
     assert lines[2] == ("| kernels | level1 | 1.70 | 4.00 | 2.00 | 1.00 | 1.00 | 4/5 | 2/5 | 1.88 | 1.32 "
                         "| 0.80 | 0.40 | 0.40 | 0.20 |")
-    assert lines[3] == "| compile | all | 1.00 | 1.00 | 1.00 | 1.00 | 1.00 | 0/1 | 0/1 | - | 1.00 | 0.00 | 0.00 | 0.00 | 0.00 |"
+    assert lines[3] == ("| compile | all | 1.00 | 1.00 | 1.00 | 1.00 | 1.00 | 0/1 | 0/1 | - | 1.00 | 0.00 | 0.00 "
+                        "| 0.00 | 0.00 |")
 
 
 def test_degenerate_sources():
@@ -91,7 +93,8 @@ def test_degenerate_sources():
     # a task timed against a reference that came with its kernel (CUDA-L1's v0 sizes, randn inputs): the list does
     # not apply; only a screen can tell
     assert report.degenerate_of(dict(name="level1/19_ReLU"), True, {}) == (None, "unknown")
-    assert report.degenerate_of(dict(name="level1/19"), True, {"level1/19": False}) == (False, "bench.degenerate_screen")
+    assert report.degenerate_of(dict(name="level1/19"), True, {"level1/19": False}) == \
+        (False, "bench.degenerate_screen")
     assert report.degenerate_of(dict(name="tiny/relu"), False, {}) == (None, "unknown")
 
 
@@ -109,7 +112,7 @@ def test_kernel_mix_and_hack_counts():
 
 def test_interleave_levels():
     tasks = [dict(name=f"level{L}/{i}_t", level=L) for L, n in ((1, 3), (2, 1), (3, 2)) for i in range(1, n + 1)]
-    assert [t["name"] for t in evaluate.interleave(tasks)] == [
+    assert [t["name"] for t in taskset.interleave(tasks)] == [
         "level1/1_t", "level2/1_t", "level3/1_t", "level1/2_t", "level3/2_t", "level1/3_t"]
 
 
@@ -117,12 +120,12 @@ def test_read_results_skips_a_line_cut_by_a_kill(tmp_path, capsys):
     p = tmp_path / "results.jsonl"
     p.write_text(json.dumps(dict(task="a", method="eager", ref_ms=1.0)) + "\n" +
                  json.dumps(dict(task="a", method="eager", ref_ms=2.0)) + "\n" + '{"task": "b", "meth')
-    rows = evaluate.read_results(str(p))
+    rows = measure.read_results(str(p))
     assert rows == {("a", "eager"): dict(task="a", method="eager", ref_ms=2.0)}  # the last row of a pair wins
     assert "unreadable line skipped" in capsys.readouterr().out
     import common
     common.append_jsonl(str(p), dict(task="b", method="eager", ref_ms=3.0))  # starts on a line of its own
-    assert evaluate.read_results(str(p))[("b", "eager")]["ref_ms"] == 3.0
+    assert measure.read_results(str(p))[("b", "eager")]["ref_ms"] == 3.0
 
 
 # ---- readers -----------------------------------------------------------------------------------------------------
@@ -186,7 +189,7 @@ def _build(src, cls):
 def test_compile_baselines_match_the_reference(monkeypatch):
     real, modes = torch.compile, []
 
-    def fake_compile(fn, mode=None, **kw):  # inductor on 2 CPU cores takes ~90 s; dynamo with the eager backend does not
+    def fake_compile(fn, mode=None, **kw):  # inductor on 2 CPU cores takes ~90 s; dynamo's eager backend does not
         modes.append(mode)
         return real(fn, backend="eager")
     monkeypatch.setattr(torch, "compile", fake_compile)
@@ -300,13 +303,13 @@ def _lines(path):
 def _csv(path):
     import csv
     head = next(csv.reader(open(path)))
-    assert len(head) == len(set(head)), f"duplicate per_task.csv columns: {head}"  # issue 14 item 8
+    assert len(head) == len(set(head)), f"duplicate per_task.csv columns: {head}"
     return {r["task"]: r for r in csv.DictReader(open(path))}
 
 
 def test_a_kernels_file_gets_its_own_eval_dir(tmp_path, monkeypatch, capsys):
     """--kernels=F without --eval_dir writes to out_dir/eval_<F's name>: checking a kernels file in the demo's run
-    folder rewrote the demo's summary.md with no before/after table (newcomer pass, 2026-12-02)."""
+    folder must not rewrite the demo's summary.md (whose before/after table would be lost)."""
     kern = tmp_path / "my kernels.jsonl"
     kern.write_text(open(os.path.join(FIX, "eval_kernels.jsonl")).read())
     os.makedirs(tmp_path / "eval")
@@ -335,10 +338,12 @@ def test_pipeline_with_fake_bench_and_resume(tmp_path, monkeypatch, capsys):
     assert rows[("level1/1_RowScale", "kernels")]["speedup"] == 4.0
     assert rows[("level2/1_TanhScale", "kernels")]["status"] == "incorrect"
     assert rows[("level2/1_TanhScale", "kernels")]["speedup"] is None
-    assert rows[("level1/1_RowScale", "eager")]["speedup"] == 1.0 and rows[("level1/1_RowScale", "eager")]["ref_ms"] == 1.0
+    assert rows[("level1/1_RowScale", "eager")]["speedup"] == 1.0
+    assert rows[("level1/1_RowScale", "eager")]["ref_ms"] == 1.0
     # kernels over both tasks: [4.0, fail] -> padded [4, 1]: mean 2.5, max 4, p75 3.25, p50 2.5, p25 1.75, 1 of 2 ok
     # and > 1.01x, mean ok 4, geomean 2, fast_p 0.5 for every p
-    kern_all = "| kernels | all | 2.50 | 4.00 | 3.25 | 2.50 | 1.75 | 1/2 | 1/2 | 4.00 | 2.00 | 0.50 | 0.50 | 0.50 | 0.50 |"
+    kern_all = ("| kernels | all | 2.50 | 4.00 | 3.25 | 2.50 | 1.75 | 1/2 | 1/2 | 4.00 | 2.00 | 0.50 | 0.50 | 0.50 "
+                "| 0.50 |")
     assert kern_all in text
     assert "| kernels | level2 | 1.00 | 1.00 | 1.00 | 1.00 | 1.00 | 0/1 | 0/1 | - |" in text
     assert "| compile | all | 1.25 | 1.50 |" in text  # [fail, 1.5]
@@ -351,33 +356,37 @@ def test_pipeline_with_fake_bench_and_resume(tmp_path, monkeypatch, capsys):
     assert text.count(kern_all) == 2 and "### without degenerate tasks" in text
     assert "| all | 1 | 0 | 1 | 0 | 0 | 0% |" in text  # 1 correct kernel, PyTorch only (custom_kernel_calls 0)
     assert "hacks named by bench, by kind: none" in text
-    # issue 12 item 4: kernels per minute; the kernels (2), not the rows they make (with the baselines' 6)
+    # kernels per minute: the kernels (2), not the rows they make (with the baselines' 6)
     assert "; 2 distinct kernels measured by this run, " in text and " per minute " in text, text
     assert "phase 1: 2 answers of 2 tasks, 2 distinct kernels, each timed once (0 tasks already measured)" in text
     summary = json.load(open(f"{out}/summary.json"))
     assert summary["unavailable"] == {"cuda_graph": "needs a CUDA device"} and summary["config"]["device"] == "cpu"
     assert summary["env"]["torch_version"] == "9.9" and "--baselines=" in summary["env"]["commands"][0]
-    assert summary["missing"] == [] and summary["degenerate"] == {"level1/1_RowScale": False, "level2/1_TanhScale": False}
+    assert summary["missing"] == []
+    assert summary["degenerate"] == {"level1/1_RowScale": False, "level2/1_TanhScale": False}
     md = open(f"{out}/summary.md").read()
     assert kern_all in md and "torch 9.9, CUDA 99.0" in md
     table = _csv(f"{out}/per_task.csv")
-    assert table["level1/1_RowScale"]["kernels_speedup"] == "4.0" and table["level1/1_RowScale"]["compile_status"] == "runtime_error"
-    assert table["level2/1_TanhScale"]["kernels_speedup"] == "" and table["level2/1_TanhScale"]["compile_speedup"] == "1.5"
-    assert table["level2/1_TanhScale"]["eager_ms"] == "1.0" and table["level1/1_RowScale"]["kernels_custom_kernel_calls"] == "0"
-    assert table["level1/1_RowScale"]["degenerate"] == "False" and table["level2/1_TanhScale"]["cudnn_benchmark_ms"] != ""
+    row_scale, tanh_scale = table["level1/1_RowScale"], table["level2/1_TanhScale"]
+    assert row_scale["kernels_speedup"] == "4.0" and row_scale["compile_status"] == "runtime_error"
+    assert tanh_scale["kernels_speedup"] == "" and tanh_scale["compile_speedup"] == "1.5"
+    assert tanh_scale["eager_ms"] == "1.0" and row_scale["kernels_custom_kernel_calls"] == "0"
+    assert row_scale["degenerate"] == "False" and tanh_scale["cudnn_benchmark_ms"] != ""
     assert float(table["level1/1_RowScale"]["kernels vs cudnn_benchmark"]) == pytest.approx(4.0 / 1.1)
     assert os.path.getsize(f"{out}/speedup_sorted.png") > 0 and os.path.getsize(f"{out}/speedup_vs_baselines.png") > 0
     # rerun: everything is in results.jsonl, so bench is not called and no row is added
     n, ncalls = len(_lines(f"{out}/results.jsonl")), len(fake.calls)
     text2 = _run(monkeypatch, capsys, fake, *args)
     assert len(fake.calls) == ncalls and len(_lines(f"{out}/results.jsonl")) == n
-    assert "phase 1: 0 answers of 0 tasks, 0 distinct kernels, each timed once (2 tasks already measured)" in text2 and kern_all in text2
+    assert "phase 1: 0 answers of 0 tasks, 0 distinct kernels, each timed once (2 tasks already measured)" in text2
+    assert kern_all in text2
     assert "; 0 distinct kernels measured by this run, 0.0 per minute" in text2
     assert text2.count("Command: `") == 1, text2      # the rerun's command equals the first: named once
     text3 = _run(monkeypatch, capsys, fake, *args, "--summarize_only=True")
     assert len(fake.calls) == ncalls and kern_all in text3
     assert len(_lines(f"{out}/runs.jsonl")) == 2  # the two measuring runs are named; the re-summary is not
-    assert json.load(open(f"{out}/summary.json"))["env"]["commands"] == [r["command"] for r in _lines(f"{out}/runs.jsonl")]
+    commands = [r["command"] for r in _lines(f"{out}/runs.jsonl")]
+    assert json.load(open(f"{out}/summary.json"))["env"]["commands"] == commands
 
 
 def test_without_degenerate_rows_and_hacks(tmp_path, monkeypatch, capsys):
@@ -386,7 +395,8 @@ def test_without_degenerate_rows_and_hacks(tmp_path, monkeypatch, capsys):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps(dict(name=f"level1/{i}_T", level=1, src=src, split="eval", degenerate=d)) + "\n"
                              for i, d in ((1, False), (2, True), (3, False))))
-    code = [json.loads(line)["code"] for line in open(os.path.join(FIX, "eval_kernels.jsonl"))][1].replace("sigmoid", "tanh")
+    code = [json.loads(line)["code"] for line in open(os.path.join(FIX, "eval_kernels.jsonl"))][1]
+    code = code.replace("sigmoid", "tanh")
     kern = tmp_path / "k.jsonl"
     kern.write_text("".join(json.dumps(dict(task=f"level1/{i}_T", code=c)) + "\n" for i, c in (
         (1, code), (2, code + "# FAST\n"), (3, code + "# load_inline\n"), (3, code + "// __global__\n"))))
@@ -412,7 +422,8 @@ def test_baselines_only_and_interrupt(tmp_path, monkeypatch, capsys):
     text = _run(monkeypatch, capsys, fake, *args, code=130)  # the report, then exit status 130
     assert "interrupted" in text and fake.calls[:2] == [("many", 2, False), ("job", "level1/1_RowScale")]
     assert "Measured 1 of 2 selected tasks; missing (1): level2/1_TanhScale" in text
-    assert "- eager: 1 of 2 tasks, missing 1\n- compile: 2 of 2 tasks\n- cudnn_benchmark: 1 of 2 tasks, missing 1" in text
+    assert ("- eager: 1 of 2 tasks, missing 1\n- compile: 2 of 2 tasks\n- cudnn_benchmark: 1 of 2 tasks, missing 1"
+            in text)
     # each method over the tasks it has rows for: compile failed on task 1 and has task 2 (1.5x)
     assert "| compile | level1 | 1.00 | 1.00 |" in text and "| compile | all | 1.25 | 1.50 |" in text
     assert "| eager | all | 1.00 | 1.00 | 1.00 | 1.00 | 1.00 | 1/1 |" in text and "| eager | level2 | - |" in text
@@ -441,8 +452,8 @@ def test_oom_result_is_run_again_alone(tmp_path, monkeypatch, capsys):
 
 
 def test_kernels_in_one_batch_and_an_oom_kernel_written_once_after_its_retry(tmp_path, monkeypatch, capsys):
-    """Phase 1 measures every candidate in ONE evaluate_many call (on the H200 a chunk of 16 tasks waited for one
-    135 s failing build), writes each task's row as its last kernel finishes, and a kernel that ran out of GPU memory
+    """Phase 1 measures every candidate in ONE evaluate_many call (so that no chunk of tasks waits for its slowest
+    failing build), writes each task's row as its last kernel finishes, and a kernel that ran out of GPU memory
     there is written once, with the result of its run alone (an OOM row first would be the one a rerun reuses)."""
     out = str(tmp_path / "eval")
     fake = FakeBench(oom_first_kernel=True)
@@ -459,7 +470,7 @@ def test_kernels_in_one_batch_and_an_oom_kernel_written_once_after_its_retry(tmp
 
 
 def test_partial_run_still_reports_the_kernels(tmp_path, monkeypatch, capsys):
-    """A run stopped in phase 2 (the H200 CUDA-L1 run: `timeout` during the compile warm-up) has every kernels row
+    """A run stopped in phase 2 (say by `timeout` during the compile warm-up) has every kernels row
     and no baseline row: the kernels table must still be there, and each method says how many tasks it misses."""
     out = str(tmp_path / "eval")
     args = [f"--kernels={FIX}/eval_kernels.jsonl", f"--tasks_file={FIX}/eval_tasks.jsonl", "--device=cpu",
@@ -469,7 +480,8 @@ def test_partial_run_still_reports_the_kernels(tmp_path, monkeypatch, capsys):
     assert "interrupted" in text and [r["method"] for r in _lines(f"{out}/results.jsonl")] == ["kernels"] * 2
     assert "Measured 0 of 2 selected tasks; missing (2)" in text
     assert "- kernels: 2 of 2 tasks\n- eager: 0 of 2 tasks, missing 2\n- compile: 0 of 2 tasks, missing 2" in text
-    kern_all = "| kernels | all | 2.50 | 4.00 | 3.25 | 2.50 | 1.75 | 1/2 | 1/2 | 4.00 | 2.00 | 0.50 | 0.50 | 0.50 | 0.50 |"
+    kern_all = ("| kernels | all | 2.50 | 4.00 | 3.25 | 2.50 | 1.75 | 1/2 | 1/2 | 4.00 | 2.00 | 0.50 | 0.50 | 0.50 "
+                "| 0.50 |")
     assert text.count(kern_all) == 2  # both tables (neither task is degenerate)
     assert "| compile | all | - | - | - | - | - | 0/0 | 0/0 |" in text
     assert "| kernels vs compile | all | - | - | - | - | - | 0/0 |" in text  # no compile row: no ratio, not a failure
@@ -498,7 +510,8 @@ def test_summarize_only_reproduces_the_committed_h200_table(tmp_path, monkeypatc
     text = _run(monkeypatch, capsys, fake, f"--kernelbench_dir={KB_DIR}", "--levels=1,2,3", f"--eval_dir={tmp_path}",
                 "--summarize_only=True", "--baselines=eager,compile,compile_reduce_overhead,cuda_graph")
     assert fake.calls == []  # nothing measured
-    committed = [line for line in open(os.path.join(COMMITTED, "summary.md")).read().splitlines() if line.startswith("| ")]
+    committed = [line for line in open(os.path.join(COMMITTED, "summary.md")).read().splitlines()
+                 if line.startswith("| ")]
     assert len(committed) > 30 and [line for line in text.splitlines() if line.startswith("| ")] == committed
     assert "Measured 32 of 250 selected tasks" in text
     assert open(tmp_path / "results.jsonl").read() == open(os.path.join(COMMITTED, "results.jsonl")).read()
@@ -507,7 +520,8 @@ def test_summarize_only_reproduces_the_committed_h200_table(tmp_path, monkeypatc
 def test_warm_failure_names_the_cause():
     assert baseline.warm_failure(-15, "warm: imports 9.0 s, build + 2 calls 13.5 s\n") == \
         "killed by SIGTERM after 'warm: imports 9.0 s, build + 2 calls 13.5 s'"
-    tb = 'Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad shape\nwarm-up error: ValueError: bad shape\n'
+    tb = ('Traceback (most recent call last):\n  File "x.py", line 1\nValueError: bad shape\n'
+          'warm-up error: ValueError: bad shape\n')
     assert baseline.warm_failure(1, tb) == "exit status 1: warm-up error: ValueError: bad shape"
     assert baseline.warm_failure(1, "W1129 some warning\nRuntimeError: boom\nprinted after\n") == \
         "exit status 1: RuntimeError: boom"  # the last error line, not the last line
@@ -525,7 +539,8 @@ def test_warm_reports_the_workers_error_cpu(tmp_path, monkeypatch, capsys):
 
 
 def _cudal1_ref(level, task_id):
-    return next(r["ref_code"] for r in map(json.loads, open(SAMPLE)) if (r["level_id"], r["task_id"]) == (level, task_id))
+    return next(r["ref_code"] for r in map(json.loads, open(SAMPLE))
+                if (r["level_id"], r["task_id"]) == (level, task_id))
 
 
 @pytest.mark.slow
@@ -540,7 +555,7 @@ def test_warm_cudal1_ref_code_with_float_input_cpu(tmp_path, monkeypatch):
         pytest.skip(f"no inductor C++ compiler: {e}")
     ref = _cudal1_ref(1, 5).replace("M = 16384", "M = 256").replace("N = 4096", "N = 128")
     assert "s = 3.14" in ref and "M = 256" in ref
-    assert baseline.warm([("level1/5", ref, baseline.baseline_source(ref, b)) for b in evaluate.COMPILED], "cpu", 2,
+    assert baseline.warm([("level1/5", ref, baseline.baseline_source(ref, b)) for b in baseline.COMPILED], "cpu", 2,
                          600.0, str(tmp_path / "c")) == {"ok": 2}
     assert _fx_files(str(tmp_path / "c"))
 
@@ -550,14 +565,16 @@ def test_warm_cudal1_ref_code_with_float_input_cpu(tmp_path, monkeypatch):
 def test_warm_cudal1_ref_codes_gpu(tmp_path, monkeypatch, capsys):
     """All 7 CUDA-L1 sample references, both compile baselines, through the warm path on the GPU: every one ok."""
     jobs = [(f"level{r['level_id']}/{r['task_id']}", r["ref_code"]) for r in map(json.loads, open(SAMPLE))]
-    st = baseline.warm([(n, ref, baseline.baseline_source(ref, b)) for n, ref in jobs for b in evaluate.COMPILED], "cuda",
+    st = baseline.warm([(n, ref, baseline.baseline_source(ref, b)) for n, ref in jobs for b in baseline.COMPILED],
+                       "cuda",
                        8, 600.0, str(tmp_path / "c"))
     assert st == {"ok": 14}, capsys.readouterr().out
 
 
 def test_pipeline_survives_a_failing_bench(tmp_path, monkeypatch, capsys):
     fake, out = FakeBench(fail_many=True), str(tmp_path / "eval")
-    text = _run(monkeypatch, capsys, fake, f"--kernels={FIX}/eval_kernels.jsonl", f"--tasks_file={FIX}/eval_tasks.jsonl",
+    text = _run(monkeypatch, capsys, fake, f"--kernels={FIX}/eval_kernels.jsonl",
+                f"--tasks_file={FIX}/eval_tasks.jsonl",
                 "--device=cpu", "--baselines=eager", f"--eval_dir={out}")
     assert ("one", "level2/1_TanhScale", True) in fake.calls  # fell back to one evaluate per job
     rows = {r["task"]: r for r in _lines(f"{out}/results.jsonl") if r["method"] == "kernels"}
@@ -571,7 +588,7 @@ def test_pipeline_cudal1_file_without_task_set(tmp_path, monkeypatch, capsys):
     text = _run(monkeypatch, capsys, fake, f"--kernels={FIX}/eval_cudal1_none.jsonl", "--tasks_file=/nonexistent.jsonl",
                 "--device=cpu", "--baselines=eager", f"--eval_dir={out}", "--screen_degenerate=True")
     # the two lines without a kernel are not sent to bench; their references are then timed against themselves, both
-    # in ONE evaluate_many, static checks off (issue 12 item 4: one by one, 113 of 250 tasks took 157 s on the H200); the
+    # in ONE evaluate_many, static checks off (one by one, each is timed twice: as reference and as candidate); the
     # tasks carry their own references, so bench's degenerate screen decides (REFERENCE.md §3's list does not apply)
     assert fake.calls == [("many", 1, True), ("screen", "level1/1"), ("screen", "level1/2"), ("screen", "level1/3"),
                           ("many", 2, False), ("job", "level1/1"), ("job", "level1/2")]
@@ -590,10 +607,12 @@ def test_pipeline_cudal1_file_without_task_set(tmp_path, monkeypatch, capsys):
 
 def test_pipeline_filters(tmp_path, monkeypatch, capsys):
     fake = FakeBench()
-    text = _run(monkeypatch, capsys, fake, f"--kernels={FIX}/eval_kernels.jsonl", f"--tasks_file={FIX}/eval_tasks.jsonl",
+    text = _run(monkeypatch, capsys, fake, f"--kernels={FIX}/eval_kernels.jsonl",
+                f"--tasks_file={FIX}/eval_tasks.jsonl",
                 "--device=cpu", "--baselines=eager", "--split=eval", f"--eval_dir={tmp_path}/a")
     assert "| kernels | all | 4.00 |" in text and "| level2 |" not in text
-    text = _run(monkeypatch, capsys, fake, f"--kernels={FIX}/eval_kernels.jsonl", f"--tasks_file={FIX}/eval_tasks.jsonl",
+    text = _run(monkeypatch, capsys, fake, f"--kernels={FIX}/eval_kernels.jsonl",
+                f"--tasks_file={FIX}/eval_tasks.jsonl",
                 "--device=cpu", "--baselines=eager", "--levels=2", f"--eval_dir={tmp_path}/b")
     assert "| kernels | all | 1.00 |" in text
     with pytest.raises(SystemExit):
@@ -607,7 +626,8 @@ def test_pipeline_with_a_model(tmp_path, monkeypatch, capsys):
     import prompting
     tasks, kern = _tasks(), [json.loads(line)["code"] for line in open(os.path.join(FIX, "eval_kernels.jsonl"))]
     answers = {  # two samples per task: best of 2 is the faster correct one; a format error is a failed sample
-        "level1/1_RowScale": [prompting.format_response("a", "d", kern[0]), prompting.format_response("a", "d", kern[0] + "# FAST\n")],
+        "level1/1_RowScale": [prompting.format_response("a", "d", kern[0]),
+                              prompting.format_response("a", "d", kern[0] + "# FAST\n")],
         "level2/1_TanhScale": ["no sections at all", prompting.format_response("a", "d", kern[1])]}
     seen = {}
 
@@ -656,7 +676,8 @@ def test_end_to_end_cpu_with_real_bench(tmp_path):
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[7:9] == ["1/2", "1/2"]  # 1 success of 2 tasks, and it is faster than 1.01x
     assert math.isclose(float(cells[2]), (fast["speedup"] + 1.0) / 2, abs_tol=0.006)  # mean, the failure as 1.0
-    assert cells[-4:] == ["0.50", "0.50", "0.50" if fast["speedup"] > 1.5 else "0.00", "0.50" if fast["speedup"] > 2 else "0.00"]
+    assert cells[-4:] == ["0.50", "0.50", "0.50" if fast["speedup"] > 1.5 else "0.00",
+                          "0.50" if fast["speedup"] > 2 else "0.00"]
     assert "| all | 1 | 0 | 1 | 0 | 0 | 0% |" in p.stdout  # PyTorch only
     n = len(_lines(f"{out}/results.jsonl"))
     p2 = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -694,7 +715,7 @@ def _fx_files(cache):
 
 @pytest.mark.slow
 def test_compile_warm_cache_is_used_cpu(tmp_path, monkeypatch):
-    """Issue 5 item 3 on CPU (inductor's C++ backend): evaluate's warm-up worker fills the shared cache; bench's timed
+    """The shared compile cache on CPU (inductor's C++ backend): evaluate's warm-up worker fills it; bench's timed
     child, given that cache through extra_env, finds the compiled graph there: it neither adds nor rewrites an FX
     graph entry. Control: the same child given an empty cache directory compiles into it (so it does use the dir)."""
     try:

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 import common
-import prepare
 from evaluation import taskset
+from seed_data import imports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.environ.get("CUDAL1_SAMPLE") or os.path.join(ROOT, "..", "shared", "cudal1_sample", "a100_sample.jsonl")
@@ -21,7 +21,7 @@ needs_data = pytest.mark.skipif(not (os.path.exists(SAMPLE) and os.path.isdir(KB
 @needs_data
 def test_cudal1_rows_match_kernelbench_tasks():
     tasks = taskset.load_tasks(KB, [1, 2], [])
-    items = prepare.read_import(SAMPLE, tasks)
+    items = imports.read_import(SAMPLE, tasks)
     lines = [json.loads(x) for x in open(SAMPLE)]
     assert len(items) == len(lines) == 7
     for (name, code, src), line in zip(items, lines):

@@ -1,4 +1,4 @@
-"""evaluate.py's report (report.py, issue 14 item 8): per_task.csv has each column once, speedup_sorted.png is
+"""evaluate.py's report (evaluation/report.py): per_task.csv has each column once, speedup_sorted.png is
 legible for 3 tasks and for 250 (integer task ranks, no duplicate panel), the header names the real torch and CUDA
 versions even for a run stopped before its first measurement, and the per-sample statistics by hand."""
 import csv
@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 
-import evaluate
 from evaluation import report
 
 
@@ -63,14 +62,14 @@ def test_speedup_sorted_plot_is_legible(n_tasks, levels, panels):
 def test_header_names_the_real_versions_before_any_measurement(tmp_path, capsys, monkeypatch):
     """A run interrupted before its first measurement has no bench record: the versions come from runs.jsonl."""
     monkeypatch.setattr("sys.argv", ["evaluate.py", "--device=cpu"])
-    run = evaluate.this_run()
+    run = report.this_run()
     tasks = [dict(name="tasks/a", level=0)]
     report.write_report(str(tmp_path), {}, tasks, [("after_rl", "out/rl/ckpt")], ["eager"], {}, set(), [run],
                         dict(device="cpu", protocol="strict", atol=0.01, rtol=0.01), 1.0)
     md = open(tmp_path / "summary.md").read()
     assert f"torch {torch.__version__}, CUDA {torch.version.cuda or 'none'}" in md and "torch None" not in md
     assert "Measured 0 of 1 selected tasks" in md
-    out = capsys.readouterr().out   # the H200 demo stopped in evaluate printed "plotting failed: ValueError" here
+    out = capsys.readouterr().out   # not "plotting failed: ValueError" on empty data
     assert "plotting failed" not in out and "no plots" in out
 
 

@@ -222,17 +222,16 @@ def test_cpu_speed_ladder(task_path, one_thread):
     assert slowest >= 1.3 * fastest, f"{task_path.stem}: no clear speed ladder {times}"
 
 
-def test_sft_rows_pair_every_kernel_with_every_exemplar_pair(monkeypatch):
-    """prepare.sft_rows (issue 14 item 2): with 4 correct and 2 wrong kernels and 12 prompts per kernel, each of the
+def test_sft_rows_pair_every_kernel_with_every_exemplar_pair():
+    """seed_data.variants.sft_rows: with 4 correct and 2 wrong kernels and 12 prompts per kernel, each of the
     6 exemplar pairs leads to each of the 6 kernels exactly twice, so the SFT model prefers none after any prompt."""
     import collections
     import itertools
     import random
-    import prepare
-    monkeypatch.setattr(prepare, "sft_prompts_per_variant", 12)
+    from seed_data import variants
     seeds = [dict(task="t/a", variant=f"v{i}", code=f"class ModelNew:  # kernel {i}\n    pass\n", correct=i < 4,
                   speedup=1.0 + i if i < 4 else None, analysis="", design="") for i in range(6)]
-    rows = prepare.sft_rows([dict(name="t/a", src="class Model: pass\n")], seeds, random.Random(0))
+    rows = variants.sft_rows([dict(name="t/a", src="class Model: pass\n")], seeds, random.Random(0), 12, "CPU")
     assert len(rows) == 6 * 12
     seen = collections.Counter()
     for r in rows:
