@@ -1,9 +1,10 @@
-// kernel_eval.cu: the evaluator's own device code, run by the judge and by the clock (harness/runner.py Clock) on
-// both sides of every timed call. Plain CUDA C with extern "C" entry points that take raw device pointers, sizes
-// and a stream: no framework headers, so nvcc builds it in seconds (4.7 s on the H200 box for sm_90 with nvcc
-// 13.0, about 7-20 s on a busy 2-core CPU box; REFERENCE.md §2 gives the cost of those headers). harness/kernel_eval.py builds it once per machine, CUDA compiler, GPU arch and torch version into a
-// folder of the evaluator's own (never the candidates' build root), loads it by path and content hash through
-// ctypes, and holds a torch version of every function for the CPU device and for the tests.
+// kernel_eval.cu: the evaluator's own device code, run by the judge and by the clock (harness/runner.py Clock) on both
+// sides of every timed call. Plain CUDA C with extern "C" entry points that take raw device pointers, sizes and a
+// stream: no framework headers, so nvcc builds it in seconds (4.7 s on the H200 box for sm_90 with nvcc 13.0, about
+// 7-20 s on a busy 2-core CPU box; REFERENCE.md §2 gives the cost of those headers). harness/kernel_eval.py builds it
+// once per machine, CUDA compiler, GPU arch and torch version into a folder of the evaluator's own (never the
+// candidates' build root), loads it by path and content hash through ctypes, and holds a torch version of every
+// function for the CPU device and for the tests.
 //
 // Every entry point makes `device` current in this library's own CUDA runtime (linked statically; it shares
 // the device's primary context with torch's), launches on `stream` and returns a cudaError_t (0 = success).
