@@ -224,6 +224,11 @@ def test_compare_kernel_equals_torch_bit_for_bit(dtype):
                                                        t.cpu() if t is not None else None), (dtype, n, "cpu"))
         if n >= 16 and dtype.is_floating_point:
             assert got["nans"] >= 1 and got["mismatches"] >= 1
+        if n > 16:                                 # past the specials the float64 sums are finite: compared too
+            finite = [x[16:] for x in (out, ref, ref64)]
+            got = kernel_eval.compare(*finite[:2], 1e-2, 1e-2, finite[2])
+            assert_same(got, kernel_eval.compare_torch(*finite[:2], 1e-2, 1e-2, finite[2]), (dtype, n, "finite"))
+            assert 0 < got["err_sq"] < INF and 0 < got["ref_sq"] < INF, got
 
 
 @pytest.mark.gpu
