@@ -8,7 +8,7 @@ bytes in a buffer it owns plus JSON metadata it validates. It:
     generates the inputs itself and computes the expected outputs itself, in float32 and in float64;
   - compares a candidate's output with them: exact output structure, shapes and dtypes (the dtype must EQUAL the
     reference's: a float16 answer to a float32 task is a precision downgrade, REFERENCE.md §4c), then PyTorch's
-    isclose rule at atol/rtol, chunked so huge outputs need no full-size temporaries;
+    isclose rule at atol/rtol, in one pass with no full-size temporaries (kernel_eval.compare);
   - measures precision (§4c): err(x) = ||x - ref64|| / ||ref64|| over the floating outputs. A candidate is a
     `precision_downgrade` when err(candidate) > max(PREC_RATIO * err(fp32 reference), PREC_HALF * err(half)),
     where err(half) is the error of the float64 reference run on inputs AND weights rounded to a 10-bit mantissa
@@ -407,7 +407,7 @@ def as_stored(outs, order):
 
 def mismatches_vs64(out, ref, r64, atol, rtol):
     """Mismatches of out against the float64 truth, allowing each element the tolerance plus the fp32 reference's
-    own error there: not (|o - r64| <= atol + rtol * |r64| + |r - r64|), NaN never matching (float64, chunked).
+    own error there: not (|o - r64| <= atol + rtol * |r64| + |r - r64|), NaN never matching (float64).
     Zero means the candidate is as close to the truth as the fp32 reference is, so isclose's mismatches against that
     reference are the reference's rounding, not the candidate's: CUDA-L1 level3/49 (Mamba2 final state, outputs
     ~5e7 after exp(cumsum)) missed rtol by 0.0012 at 1 element of 131072 in a timed call (issue 11 item 5)."""
