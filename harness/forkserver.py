@@ -18,6 +18,7 @@ if ROOT not in sys.path:          # the fork server runs with `python -P`: site-
     sys.path.append(ROOT)         # so a torch.py planted there cannot shadow torch
 from harness import cores  # noqa: E402
 from harness import judge  # noqa: E402
+from harness import kernel_eval  # noqa: E402
 from harness import runner  # noqa: E402
 
 _KEEP_ENV = {"PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "PYTHONPATH",
@@ -406,8 +407,8 @@ class _Judge:
     def __init__(self, device, gpu, build_root):
         self.tmp = tempfile.mkdtemp(prefix="cudal1_judge_")
         split = cores.core_split(device, gpu)
-        self.w = Worker("judge", dict(device=device, cpus=split and split[0]), scrubbed_env(self.tmp, build_root,
-                                                                                           gpu=gpu), self.tmp)
+        spec = dict(device=device, cpus=split and split[0], kernel_eval=kernel_eval.for_worker(device, build_root))
+        self.w = Worker("judge", spec, scrubbed_env(self.tmp, build_root, gpu=gpu), self.tmp)
         self.lock = threading.Lock()
 
     def ask(self, cmd, timeout=900.0):

@@ -8,7 +8,7 @@ bytes in a buffer it owns plus JSON metadata it validates. It:
     generates the inputs itself and computes the expected outputs itself, in float32 and in float64;
   - compares a candidate's output with them: exact output structure, shapes and dtypes (the dtype must EQUAL the
     reference's: a float16 answer to a float32 task is a precision downgrade, REFERENCE.md §4c), then PyTorch's
-    isclose rule at atol/rtol, chunked so huge outputs need no full-size temporaries;
+    isclose rule at atol/rtol, in one pass with no full-size temporaries (kernel_eval.compare);
   - measures precision (§4c): err(x) = ||x - ref64|| / ||ref64|| over the floating outputs. A candidate is a
     `precision_downgrade` when err(candidate) > max(PREC_RATIO * err(fp32 reference), PREC_HALF * err(half)),
     where err(half) is the error of the float64 reference run on inputs AND weights rounded to a 10-bit mantissa
@@ -26,13 +26,13 @@ import contextlib, copy, ctypes, hashlib, json, math, os, random, re, statistics
 import torch
 
 from harness import cores
+from harness import kernel_eval
 from harness import runner as R
 
 PREC_RATIO = 16.0     # a candidate may be this many times less accurate than the fp32 reference (vs float64)...
 PREC_HALF = 0.5       # ...or up to this share of the error that 10-bit-mantissa operands (TF32/fp16) would cause
 PREC_HALF_CONV = 2.0  # ... this share where the task has convolutions: PyTorch lets cuDNN use TF32 there by default
 PREC_MAX_GB = 24.0    # float64 references are skipped when the inputs and outputs take more than this (GB)
-CHUNK = 1 << 26       # elements per comparison step
 TRIVIAL_OUTPUTS = ("zeros", "constant", "mean", "input")     # degenerate_screen's trivial outputs (§3)
 ALIGN = 256
 
@@ -49,39 +49,27 @@ def compare(out, ref, atol, rtol):
     """[max_abs_err, max_rel_err, mismatches, nans] of out vs ref (same shape), PyTorch's isclose with
     equal_nan=False evaluated in float32 (float64 for float64 tensors): mismatch = not (o == r or |o - r| <= atol +
     rtol * |r|), so any NaN mismatches and equal infinities match; nans = NaNs in out where ref is not NaN;
-    max_abs_err = max |o - r|, max_rel_err = max |o - r| / (|r| + 1e-12), both over elements whose difference is
-    not NaN (0 when none). Integer and bool outputs must be equal. Works in chunks of CHUNK elements."""
-    o, r = out.detach().reshape(-1), ref.detach().reshape(-1)
-    wide = torch.float64 if torch.float64 in (o.dtype, r.dtype) else torch.float32
-    exact = not (o.is_floating_point() or o.is_complex()) and not (r.is_floating_point() or r.is_complex())
-    stats = [0.0, 0.0, 0.0, 0.0]
-    for i in range(0, max(o.numel(), 1), CHUNK):
-        oc, rc = o[i:i + CHUNK].to(wide), r[i:i + CHUNK].to(wide)
-        d = (oc - rc).abs()
-        if exact:
-            ok = oc == rc
-        else:
-            ok = (oc == rc) | (d <= torch.tensor(atol, dtype=wide) + torch.tensor(rtol, dtype=wide) * rc.abs())
-        valid = ~d.isnan()
-        dv, rel = d[valid], d[valid] / (rc[valid].abs() + 1e-12)
-        stats = [max(stats[0], float(dv.max()) if dv.numel() else 0.0),
-                 max(stats[1], float(rel.max()) if rel.numel() else 0.0),
-                 stats[2] + float((~ok).sum()), stats[3] + float((oc.isnan() & ~rc.isnan()).sum())]
-    return stats
+    max_abs_err = max |o - r|, max_rel_err = max |o - r| / (|r| + 1e-12), each over the elements where it is not
+    NaN (0 when none). Integer and bool outputs must be equal. One pass (kernel_eval.compare)."""
+    s = kernel_eval.compare(out, ref, atol, rtol)
+    return [s["max_abs"], s["max_rel"], float(s["mismatches"]), float(s["nans"])]
 
 
-def relerr(xs, refs):
-    """||x - ref|| / ||ref|| over the pairs of floating tensors (float64 sums, chunked); None if undefined."""
-    num = den = 0.0
-    for x, r in zip(xs, refs):
-        x, r = x.detach().reshape(-1), r.detach().reshape(-1)
-        for i in range(0, x.numel(), CHUNK):
-            rc = r[i:i + CHUNK].double()
-            num += float(((x[i:i + CHUNK].double() - rc) ** 2).sum())
-            den += float((rc ** 2).sum())
+def _ratio(num, den):
+    """sqrt(num / den), or None when either is not finite or den is 0."""
     if not (math.isfinite(num) and math.isfinite(den)) or den == 0:
         return None
     return math.sqrt(num / den)
+
+
+def relerr(xs, refs):
+    """||x - ref|| / ||ref|| over the pairs of floating tensors (float64 sums in kernel_eval's fixed order); None if
+    undefined."""
+    num = den = 0.0
+    for x, r in zip(xs, refs):
+        s = kernel_eval.compare(x, x, 0.0, 0.0, ref64=r.double() if r.dtype != torch.float64 else r)
+        num, den = num + s["err_sq"], den + s["ref_sq"]
+    return _ratio(num, den)
 
 
 def round10(t):
@@ -310,8 +298,8 @@ class _Judge:
 
     def poison_exchange(self):
         if self.ex["kind"] == "ipc":
-            R._ck(R.cudart().cudaMemset(ctypes.c_void_p(self.ex["ptr"]), 255, ctypes.c_size_t(self.ex["total"])),
-                  "cudaMemset")
+            kernel_eval.poison_fill_ptr(self.ex["ptr"], self.ex["total"], self.dev)
+            torch.cuda.current_stream(self.dev).synchronize()     # poisoned before the runner may write again
         else:
             with _regular_file(self.ex["path"], os.O_WRONLY) as f:
                 f.write(b"\xff" * self.ex["total"])
@@ -350,39 +338,50 @@ class _Judge:
         problem = _structure_problem(got, want)
         if problem or cmd.get("checksum") is None:
             return dict(ok=True, verdict="incorrect", why=problem or "the output could not be delivered")
-        stats, it = [0.0, 0.0, 0.0, 0.0], iter(outs)
+        p = info["precision"]
+        r64, r64_error = None, None        # the float64 reference first, so that one pass per output does it all
+        if "skipped" not in p:
+            try:
+                r64 = _floats(t.ref64(inputs))
+            except Exception as e:
+                r64_error = f"{type(e).__name__}: {e}"[:300]
+        stats, it, floats = [0.0, 0.0, 0.0, 0.0], iter(outs), 0
+        sums, mism64, paired = [0.0, 0.0, 0.0], 0, r64 is not None   # err_sq, ref_sq, ref_err_sq
         for w, g, r in zip(want, got, R.leaves(ref)):
             if w["kind"] == "tensor":
-                s = compare(next(it), r, cmd["atol"], cmd["rtol"])
+                o, x = next(it), None
+                if getattr(torch, w["dtype"]).is_floating_point and r64 is not None:
+                    x = r64[floats] if floats < len(r64) and _shape_ok(o, r64[floats]) else None
+                    paired &= x is not None
+                    floats += 1
+                c = kernel_eval.compare(o, r, cmd["atol"], cmd["rtol"], ref64=x)
+                if x is not None:
+                    mism64 += c["mismatches_vs64"]
+                    sums = [sums[0] + c["err_sq"], sums[1] + c["ref_sq"], sums[2] + c["ref_err_sq"]]
+                s = [c["max_abs"], c["max_rel"], float(c["mismatches"]), float(c["nans"])]
             elif w["kind"] == "number":
                 s = compare(torch.tensor(g["value"]), torch.tensor(w["value"]), cmd["atol"], cmd["rtol"])
             else:
                 continue
             stats = [max(stats[0], s[0]), max(stats[1], s[1]), stats[2] + s[2], stats[3] + s[3]]
+        paired = paired and floats == len(r64)
         res = dict(ok=True, verdict="correct" if stats[2] == 0 else "incorrect", stats=stats)
-        p = info["precision"]
         if res["verdict"] == "incorrect" and stats[3] == 0 and "skipped" not in p and \
                 all(w["kind"] == "tensor" and getattr(torch, w["dtype"]).is_floating_point for w in want):
-            try:                           # isclose failed against the fp32 reference: is the reference the one off?
-                r64 = _floats(t.ref64(inputs))
-                if all(_shape_ok(o, x) for o, x in zip(outs, r64)) and len(r64) == len(outs) and \
-                        sum(mismatches_vs64(o, r, x, cmd["atol"], cmd["rtol"])
-                            for o, r, x in zip(outs, R.leaves(ref), r64)) == 0:
-                    res.update(verdict="correct", fp32_reference_off=dict(mismatches=stats[2], max_rel_err=stats[1]))
-            except Exception as e:
-                res["fp32_reference_off"] = dict(skipped=f"{type(e).__name__}: {e}"[:300])
+            if r64_error:                  # isclose failed against the fp32 reference: is the reference the one off?
+                res["fp32_reference_off"] = dict(skipped=r64_error)
+            elif paired and mism64 == 0:
+                res.update(verdict="correct", fp32_reference_off=dict(mismatches=stats[2], max_rel_err=stats[1]))
         if res["verdict"] == "correct" and "skipped" not in p:
-            try:
-                r64 = _floats(t.ref64(inputs))
-                cand = [o for o, w in zip(outs, [w for w in want if w["kind"] == "tensor"])
-                        if getattr(torch, w["dtype"]).is_floating_point]
-                ref_err = max(p["ref_err"], relerr(_floats(ref), r64) or 0.0)
+            if r64_error or not paired:
+                res["precision"] = dict(skipped=r64_error or "the float64 reference's floating outputs do not "
+                                                             "match the output's in number or shape")
+            else:
+                ref_err = max(p["ref_err"], _ratio(sums[2], sums[1]) or 0.0)
                 threshold = max(PREC_RATIO * ref_err, p["half_share"] * p["half_err"])
-                err = relerr(cand, r64)
+                err = _ratio(sums[0], sums[1])
                 res["precision"] = dict(err=err, ref_err=ref_err, half_err=p["half_err"], threshold=threshold,
                                         downgrade=err is not None and err > threshold)
-            except Exception as e:
-                res["precision"] = dict(skipped=f"{type(e).__name__}: {e}"[:300])
         return res
 
 
@@ -408,17 +407,11 @@ def as_stored(outs, order):
 
 def mismatches_vs64(out, ref, r64, atol, rtol):
     """Mismatches of out against the float64 truth, allowing each element the tolerance plus the fp32 reference's
-    own error there: not (|o - r64| <= atol + rtol * |r64| + |r - r64|), NaN never matching (float64, chunked).
+    own error there: not (|o - r64| <= atol + rtol * |r64| + |r - r64|), NaN never matching (float64).
     Zero means the candidate is as close to the truth as the fp32 reference is, so isclose's mismatches against that
     reference are the reference's rounding, not the candidate's: CUDA-L1 level3/49 (Mamba2 final state, outputs
     ~5e7 after exp(cumsum)) missed rtol by 0.0012 at 1 element of 131072 in a timed call (issue 11 item 5)."""
-    o, r, t = out.detach().reshape(-1), ref.detach().reshape(-1), r64.detach().reshape(-1)
-    bad = 0.0
-    for i in range(0, max(o.numel(), 1), CHUNK):
-        oc, rc, tc = o[i:i + CHUNK].double(), r[i:i + CHUNK].double(), t[i:i + CHUNK].double()
-        ok = (oc == tc) | ((oc - tc).abs() <= atol + rtol * tc.abs() + (rc - tc).abs())
-        bad += float((~ok).sum())
-    return bad
+    return float(kernel_eval.compare(out, ref, atol, rtol, ref64=r64.double())["mismatches_vs64"])
 
 
 def _shape_ok(a, b):
@@ -477,6 +470,8 @@ def main(sock, spec):
         torch.set_num_threads(1)
     cores.pin(spec.get("cpus"))                              # the timing cores (cores.core_split): it works under
     dev = torch.device(spec["device"])                   # the GPU's lock, beside the timed runner
+    if spec.get("kernel_eval"):                          # the evaluator's device code, by the parent's path and hash
+        kernel_eval.load(spec["kernel_eval"])
     with contextlib.suppress(Exception):                 # no other process of this user may read our memory
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)           # PR_SET_DUMPABLE 0
     j = _Judge(dev)

@@ -33,6 +33,7 @@ import numpy
 import torch
 
 from harness import cores
+from harness import kernel_eval
 
 bc = None   # buildcache, handed to main() by the fork server after the fork: importing cpp_extension calls
             # torch.cuda.is_available(), after which torch refuses CUDA in forked children (never in the zygote)
@@ -270,15 +271,6 @@ def _ck(rc, what):
         raise RuntimeError(f"{what} failed: CUDA error {rc} {msg}")
 
 
-def reset_persisting_l2():
-    """Persisting L2 lines back to normal and no set-aside (a candidate's access-policy window cannot keep its
-    data in L2 across calls; plain writes do not evict persisting lines; §4 L2 persistence)."""
-    lib = cudart()
-    if lib is not None:
-        lib.cudaCtxResetPersistingL2Cache()
-        lib.cudaDeviceSetLimit(ctypes.c_int(0x06), ctypes.c_size_t(0))   # cudaLimitPersistingL2CacheSize
-
-
 class _IpcHandle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_byte * 64)]       # cudaIpcMemHandle_t, passed by value
 
@@ -344,12 +336,8 @@ def dense_order(t):
 def checksum(tensors, chunk=1 << 26):
     """Sum of the bytes plus 3x the sum of the int32 words of each tensor's raw bytes (an int), in chunks of
     `chunk` bytes (bounded temporaries): binds the content a runner delivered at the moment it replied; equal on
-    both sides for the same bytes, whatever device holds them."""
-    total = 0
-    for t in tensors:
-        b, w = _words(t)
-        total += _isum(b, chunk) + 3 * _isum(w, chunk // 4)
-    return total
+    both sides for the same bytes, whatever device holds them (kernel_eval.checksum: a kernel on CUDA tensors)."""
+    return kernel_eval.checksum(tensors, chunk)
 
 
 class Clock:
@@ -377,12 +365,12 @@ class Clock:
         synchronise on an idle device (both medians). call() re-sizes the spin whenever it ran short."""
         pre, start, end, after = self.ev
         for _ in range(20):
-            torch.cuda._sleep(1_000_000)
+            kernel_eval.spin(1_000_000, self.dev)
         rates = []
         for _ in range(3):
             torch.cuda.synchronize()
             start.record()
-            torch.cuda._sleep(200_000)
+            kernel_eval.spin(200_000, self.dev)
             end.record()
             end.synchronize()
             rates.append(200_000 / max(start.elapsed_time(end) * 1e3, 1e-3))       # cycles per us
@@ -404,8 +392,7 @@ class Clock:
 
     def flush(self):
         if self.flush_buf is not None:
-            reset_persisting_l2()
-            self.flush_buf.zero_()
+            kernel_eval.l2_flush(self.flush_buf)          # persisting lines reset, then 2x L2 bytes written
 
     def call(self, model, inputs):
         if not self.cuda:
@@ -416,7 +403,7 @@ class Clock:
         if self.protocol == "strict":
             self.flush()
             pre.record()
-            torch.cuda._sleep(self.spin_cycles)
+            kernel_eval.spin(self.spin_cycles, self.dev)
             start.record()
             while not pre.query():                        # the flush is done; the spin is running
                 pass
@@ -449,17 +436,19 @@ class Clock:
 # ----------------------------------------------------------------------------------------- first-filter checks
 
 _WATCHED = ["torch.cuda.synchronize", "torch.cuda.Event", "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time",
-            "torch.cuda.Event.synchronize", "torch.cuda.Event.query", "torch.cuda._sleep", "torch.allclose",
+            "torch.cuda.Event.synchronize", "torch.cuda.Event.query", "kernel_eval.spin", "torch.allclose",
             "torch.isclose", "torch.equal", "time.perf_counter", "time.thread_time", "json.dumps", "os._exit",
             "sys.exit", "runner.Clock.call", "runner.Exchange.write", "runner.checksum", "runner.send",
-            "runner.make_inputs", "runner._deliver", "runner._handle"]
+            "runner.make_inputs", "runner._deliver", "runner._handle", "kernel_eval.l2_flush",
+            "kernel_eval.checksum"]
 _UNCOUNTABLE = re.compile(r"triton|cupy|numba|ctypes|torch\.ops\.|cuda\.core|pycuda|tilelang|cutlass")
 
 
 def _watched():
     me = sys.modules[__name__]
     owners = {"torch": torch, "torch.cuda": torch.cuda, "torch.cuda.Event": torch.cuda.Event, "time": time,
-              "json": json, "os": os, "sys": sys, "runner": me, "runner.Clock": Clock, "runner.Exchange": Exchange}
+              "json": json, "os": os, "sys": sys, "runner": me, "runner.Clock": Clock, "runner.Exchange": Exchange,
+              "kernel_eval": kernel_eval}
     return {n: getattr(owners[n.rsplit(".", 1)[0]], n.rsplit(".", 1)[1], None) for n in _WATCHED}
 
 
@@ -544,7 +533,7 @@ def _handle(cmd, st, spec, dev):
         if cuda:                                          # poison what the allocator may hand out next (§4)
             blocks = [torch.empty(max(int(n), 1), dtype=torch.uint8, device=dev) for n in cmd.get("poison", [])]
             for b in blocks:
-                b.fill_(255)                              # NaN in every float type
+                kernel_eval.poison_fill(b)                # NaN in every float type
             blocks.clear()                                # back to the allocator, poisoned
             torch.cuda.synchronize()
         calls0 = bc.EXT_CALLS[0]
@@ -601,6 +590,8 @@ def main(sock, spec, build_cache):
     after the fork), then the command loop; never returns."""
     global bc
     bc = build_cache
+    if spec.get("kernel_eval"):              # the evaluator's device code, by the path and hash the parent built
+        kernel_eval.load(spec["kernel_eval"])
     bc.install_build_cache()
     cores.BUILD_CPUS[:] = (spec.get("cpus") or {}).get("start") or []
     cores.pin(cores.BUILD_CPUS)              # imports and builds off the timing cores (cores.py), and so are

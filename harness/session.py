@@ -12,6 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:          # the fork server runs with `python -P` (no script folder first on sys.path)
     sys.path.append(ROOT)
 from harness import cores  # noqa: E402
+from harness import kernel_eval  # noqa: E402
 from harness import runner  # noqa: E402
 from harness.forkserver import WorkerError, Worker, drop_judge, scrubbed_env  # noqa: E402
 from harness.runner import FIXED_FLAGS  # noqa: E402
@@ -191,7 +192,8 @@ class _Session:
         split = cores.core_split(self.o["device"], self.gpu)   # imports and builds on the build cores, the timed
         spec = dict(device=self.o["device"], protocol=self.o["protocol"], task_path=paths[0], candidate_path=paths[1],
                     flags_override=flags_override, nice=nice,   # part on the timing cores
-                    cpus=split and dict(start=split[1], timed=split[0]))
+                    cpus=split and dict(start=split[1], timed=split[0]),
+                    kernel_eval=kernel_eval.for_worker(self.o["device"], self.o["build_root"]))
         env = scrubbed_env(folder, self.o["build_root"], self.o["arch"], self.gpu, extra_env)
         w = Worker("runner", spec, env, folder, start_timeout=self.left())
         if self.live is not None:                         # evaluate_many kills these at an interrupt

@@ -2,7 +2,7 @@
 expect: hack l2_persistence
 Hack: pins its input in L2 with a stream access-policy window (llm.c PR #851) so a timing loop's L2 flush does
 not evict it. Caught statically (accessPolicyWindow); at run time the strict clock resets persisting L2 lines
-and the set-aside before every timed call (runner.reset_persisting_l2)."""
+and the set-aside before every timed call (kernel_eval.l2_flush)."""
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
