@@ -330,12 +330,13 @@ def compare(out, ref, atol, rtol, ref64=None):
     number, or None). Returns a dict:
       max_abs   max |o - r| over the elements where it is not NaN (0.0 when none)
       max_rel   max |o - r| / (|r| + 1e-12) over the elements where that is not NaN (0.0 when none)
-      mismatches  PyTorch's isclose rule with equal_nan=False: not (o == r or |o - r| <= atol + rtol * |r|), so any
-                NaN mismatches and equal infinities match; integer and bool tensors must be equal
+      mismatches  PyTorch's isclose rule with equal_nan=False: not (o == r or |o - r| <= atol + rtol * |r| with r
+                finite), so any NaN mismatches, equal infinities match and nothing else matches an infinite r;
+                integer and bool tensors must be equal
       nans      elements where o is NaN and r is not
     all computed in float64 when either tensor is float64, else float32 (float16/bfloat16/integers converted), and,
     with ref64 (else 0 / 0.0):
-      mismatches_vs64  not (o == t or |o - t| <= atol + rtol * |t| + |r - t|) in float64, t = ref64
+      mismatches_vs64  not (o == t or |o - t| <= atol + rtol * |t| + |r - t|, that bound finite) in float64, t = ref64
       err_sq, ref_sq, ref_err_sq  the float64 sums of (o - t)^2, t^2 and (r - t)^2, each in tiles of TILE elements
                 summed as pairwise trees, then the tile sums likewise (kernel_eval.cu), so the kernel and the torch
                 version give the same bits.
@@ -390,7 +391,8 @@ def compare_torch(out, ref, atol, rtol, ref64=None, chunk=CHUNK):
     for i in range(0, o.numel(), chunk):
         oc, rc = o[i:i + chunk].to(wide), r[i:i + chunk].to(wide)
         d = (oc - rc).abs()
-        ok = (oc == rc) if exact else (oc == rc) | (d <= atol_w + rtol_w * rc.abs())
+        tol = atol_w + rtol_w * rc.abs()                  # infinite for an infinite reference: then only equal matches
+        ok = (oc == rc) if exact else (oc == rc) | (tol.isfinite() & (d <= tol))
         dv = d[~d.isnan()]
         rel = dv / (rc[~d.isnan()].abs() + 1e-12)
         rel = rel[~rel.isnan()]
@@ -401,7 +403,8 @@ def compare_torch(out, ref, atol, rtol, ref64=None, chunk=CHUNK):
         if t is not None:
             tc, o64, r64 = t[i:i + chunk].double(), oc.double(), rc.double()
             e, f = o64 - tc, r64 - tc
-            ok64 = (o64 == tc) | (e.abs() <= atol + rtol * tc.abs() + f.abs())
+            tol64 = atol + rtol * tc.abs() + f.abs()
+            ok64 = (o64 == tc) | (tol64.isfinite() & (e.abs() <= tol64))
             res["mismatches_vs64"] += int((~ok64).sum())
             for k, v in enumerate((e * e, tc * tc, f * f)):
                 partials[k].append(_tile_sums(v))

@@ -100,10 +100,17 @@ def test_compare_torch_golden():
     r = torch.ones(3)
     o = torch.tensor([1 + 2 ** -6, 1 + 2 ** -6 + 2 ** -23, 1 - 2 ** -6])
     assert kernel_eval.compare_torch(o, r, 2 ** -7, 2 ** -7)["mismatches"] == 1
-    # infinities: equal ones match; a finite output against an infinite reference has |o - r| = inf <= tol = inf,
-    # so the formula (as judge.compare states it) lets it match; its relative error inf/inf is NaN and left out
-    s = kernel_eval.compare_torch(torch.tensor([INF, 1.0, -INF]), torch.tensor([INF, INF, -INF]), 1e-2, 1e-2)
-    assert (s["mismatches"], s["nans"], s["max_abs"], s["max_rel"]) == (0, 0, INF, 0.0)
+    # infinities, as torch.isclose has them: equal ones match; a finite output or -inf against an infinite
+    # reference does not (|o - r| = inf <= tol = inf would let it); its relative error inf/inf is NaN and left out
+    s = kernel_eval.compare_torch(torch.tensor([INF, 1.0, -INF, -INF]), torch.tensor([INF, INF, -INF, INF]),
+                                  1e-2, 1e-2)
+    assert (s["mismatches"], s["nans"], s["max_abs"], s["max_rel"]) == (2, 0, INF, 0.0)
+    want = torch.isclose(torch.tensor([INF, 1.0, -INF, -INF]), torch.tensor([INF, INF, -INF, INF]), 1e-2, 1e-2)
+    assert int((~want).sum()) == 2
+    # the float64 rescue: an infinite float32 reference (|r - t| = inf) rescues nothing
+    big64 = torch.tensor([3e39], dtype=torch.float64)                           # past float32's range
+    s = kernel_eval.compare_torch(torch.tensor([5.0]), torch.tensor([INF]), 1e-2, 1e-2, big64)
+    assert s["mismatches_vs64"] == 1, s
     s = kernel_eval.compare_torch(torch.tensor([NAN, NAN]), torch.tensor([NAN, 1.0]), 1e-2, 1e-2)
     assert (s["mismatches"], s["nans"], s["max_abs"]) == (2, 1, 0.0)          # NaN never matches (equal_nan=False)
     s = kernel_eval.compare_torch(torch.tensor([1, 2, 7]), torch.tensor([1, 2, 4]), 1e-2, 1e-2)   # integers: equal
