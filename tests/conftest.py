@@ -1,7 +1,11 @@
 """Shared pytest setup: tests marked `gpu` (pytest.ini) are skipped on machines without a CUDA GPU; the CPU tiny
 run's first two stages (prepare.py + sft.py --preset=tiny_cpu, ~2-3 min on 2 cores) are built once per session and
 copied by the tests that continue from them (test_tiny_cpu, test_sft_selftrain, test_rl_runs): once for all
-pytest-xdist workers (a file lock in their shared temporary folder, as xdist's documentation shows)."""
+pytest-xdist workers (a file lock in their shared temporary folder, as xdist's documentation shows).
+
+Under CI (the environment variable CI set, as CI services and .ci/run set it) a test skipped for any reason but the
+ones in ALLOWED_SKIPS fails the run: a missing KernelBench, CUDA-L1 sample, committed run or nvcc would otherwise
+turn dozens of hack and attack tests into skips and leave CI green without having run them."""
 import os
 import subprocess
 import sys
@@ -31,6 +35,53 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# The only reasons a test may be skipped under CI, exactly as the skips give them: the CI machine has no CUDA GPU
+# (the `gpu` marker, pytest_collection_modifyitems above), and vLLM is not installed there (test_rl_vllm.py).
+ALLOWED_SKIPS = ("needs a CUDA GPU", "vLLM not installed")
+DISALLOWED_SKIPS = []   # (test or collector id, reason) of the other skips seen in this session
+
+
+def under_ci():
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def skip_reason(report):
+    """The reason a skipped report gives: pytest keeps (file, line, "Skipped: reason") as its longrepr."""
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
+
+
+def note_skip(report):
+    # xdist replays its workers' reports on the controller, which alone decides the exit status: counted there
+    if report.skipped and not hasattr(report, "wasxfail") and skip_reason(report) not in ALLOWED_SKIPS:
+        DISALLOWED_SKIPS.append((report.nodeid, skip_reason(report)))
+
+
+def pytest_runtest_logreport(report):
+    note_skip(report)
+
+
+def pytest_collectreport(report):     # a whole module skipped at import (pytest.importorskip, allow_module_level)
+    note_skip(report)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if under_ci() and DISALLOWED_SKIPS and not hasattr(session.config, "workerinput") and \
+            exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if under_ci() and DISALLOWED_SKIPS:
+        terminalreporter.section("skips CI does not allow", sep="=", red=True, bold=True)
+        for nodeid, reason in DISALLOWED_SKIPS:
+            terminalreporter.line(f"SKIPPED {nodeid}: {reason}", red=True)
+        terminalreporter.line(f"CI is set: {len(DISALLOWED_SKIPS)} test(s) skipped for a reason other than "
+                              f"{' or '.join(repr(r) for r in ALLOWED_SKIPS)}; the run fails (tests/conftest.py)",
+                              red=True, bold=True)
 
 
 @pytest.fixture(scope="session")

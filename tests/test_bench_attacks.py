@@ -276,6 +276,9 @@ def test_static_scan_flags_attack(path):
     task = pc.header(text)[0]
     verdict = bench.static_check(text, kb_task(task, shrink=False) if task else "")
     assert verdict is not None and verdict[0] == "hack", f"not flagged by the source scan: {os.path.basename(path)}"
+    # the kind it is flagged as: 16-bit or TF32 settings for the precision files, reaching for the harness for the rest
+    kind = "precision_downgrade" if os.path.basename(path).startswith("precision_") else "harness_tampering"
+    assert verdict[1] == kind, (os.path.basename(path), verdict)
 
 
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(LEGIT, "*.py"))), ids=os.path.basename)

@@ -3,6 +3,7 @@ import json
 import math
 import os
 import random
+import sys
 
 import pytest
 import torch
@@ -564,8 +565,17 @@ def test_vllm_generate_converts_outputs(monkeypatch):
     assert out[0]["text"] == "5"
 
 
-def test_vllm_available_is_a_bool():
-    assert common.vllm_available() in (True, False)
+def test_vllm_available_finds_the_package_without_importing_it(tmp_path, monkeypatch):
+    # a `vllm` package on the path whose import would fail: found (True), and not imported
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "__init__.py").write_text("raise ImportError('vllm_available imported the package')\n")
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert common.vllm_available() is True
+    assert "vllm" not in sys.modules
+    # a package Python is told is absent (None in sys.modules): False
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    assert common.vllm_available() is False
 
 
 def test_steps_per_hour_script(tmp_path):

@@ -48,28 +48,51 @@ def lines(path):
 VOLATILE = ("t_gen", "t_eval", "t_train", "t_step", "wall", "new_kernels")  # wall-clock, and cache-dependent
 
 
+def assert_same_checkpoint(ckpt_a, ckpt_b, start):
+    """The weights and the AdamW state (step count, both moments) of two rl/ckpt folders agree bit for bit, and the
+    weights moved away from `start` (the SFT model RL began from). A resume that lost the optimizer state (its
+    moments start from zero again) changes the first update after it by up to ~1e-3 per weight, which that step's
+    logged metrics cannot show (they are taken before its update)."""
+    import torch
+    from safetensors.torch import load_file
+    wa, wb, w0 = (load_file(str(d / "model.safetensors")) for d in (ckpt_a, ckpt_b, start))
+    assert wa.keys() == wb.keys(), sorted(set(wa) ^ set(wb))
+    diff = {k: float((wa[k].double() - wb[k].double()).abs().max()) for k in wa if not torch.equal(wa[k], wb[k])}
+    assert not diff, f"weights differ after the resume (max abs diff per tensor): {diff}"
+    assert any(not torch.equal(wa[k], w0[k]) for k in wa), "RL left the weights as they were: a trivial match"
+    oa, ob = (torch.load(d / "state.pt", weights_only=False)["opt"] for d in (ckpt_a, ckpt_b))
+    assert oa["param_groups"] == ob["param_groups"]
+    assert oa["state"] and oa["state"].keys() == ob["state"].keys(), (len(oa["state"]), len(ob["state"]))
+    for i, sa in oa["state"].items():
+        for k, v in sa.items():
+            assert torch.equal(v, ob["state"][i][k]), f"optimizer state {k} of parameter {i} differs after the resume"
+
+
 def test_resume_gives_the_same_next_step(prepared, tmp_path):
-    # A: 3 steps straight. B: 2 steps, stop, --resume for the 3rd. Bench timings are noisy, so B reuses A's measured
-    # results (--result_cache): then every reward is the same function of the sampled code in both runs, and the
-    # 3rd step can only match if B restored weights, optimizer, database, cache and every RNG state exactly.
+    # A: 4 steps straight. B: 2 steps, stop, --resume for the other 2. Bench timings are noisy, so B reuses A's
+    # measured results (--result_cache): then every reward is the same function of the sampled code in both runs, and
+    # the 3rd and 4th steps can only match if B restored weights, optimizer, database, cache and every RNG state
+    # exactly; the final checkpoints (weights and optimizer state after two steps past the resume) match bit for bit.
     a, b = fresh(prepared, tmp_path, "a"), fresh(prepared, tmp_path, "b")
-    run(["rl.py", *RL_ARGS, f"--out_dir={a}", "--max_steps=3"], tmp_path)
+    run(["rl.py", *RL_ARGS, f"--out_dir={a}", "--max_steps=4"], tmp_path)
     cache = a / "rl" / "cache.json"
     run(["rl.py", *RL_ARGS, f"--out_dir={b}", "--max_steps=2", f"--result_cache={cache}"], tmp_path)
-    p = run(["rl.py", *RL_ARGS, f"--out_dir={b}", "--max_steps=3", "--resume"], tmp_path)
+    p = run(["rl.py", *RL_ARGS, f"--out_dir={b}", "--max_steps=4", "--resume"], tmp_path)
     assert "resumed from" in p.stdout and "at step 2" in p.stdout
     la, lb = lines(a / "rl" / "log.jsonl"), lines(b / "rl" / "log.jsonl")
-    assert [h["step"] for h in lb] == [0, 1, 2]
+    assert [h["step"] for h in la] == [h["step"] for h in lb] == [0, 1, 2, 3]
     for ha, hb in zip(la, lb):
         for k in ha:
             if k not in VOLATILE:
                 assert hb[k] == pytest.approx(ha[k], rel=1e-5, abs=1e-7), (ha["step"], k, ha[k], hb[k])
-    sa = [s for s in lines(a / "rl" / "samples.jsonl") if s["step"] == 2]
-    sb = [s for s in lines(b / "rl" / "samples.jsonl") if s["step"] == 2]
-    assert [s["completion"] for s in sa] == [s["completion"] for s in sb]
-    assert [s["advantage"] for s in sa] == pytest.approx([s["advantage"] for s in sb], abs=1e-6)
+    for step in (2, 3):
+        sa = [s for s in lines(a / "rl" / "samples.jsonl") if s["step"] == step]
+        sb = [s for s in lines(b / "rl" / "samples.jsonl") if s["step"] == step]
+        assert [s["completion"] for s in sa] == [s["completion"] for s in sb], step
+        assert [s["advantage"] for s in sa] == pytest.approx([s["advantage"] for s in sb], abs=1e-6), step
     # not a trivial match: the policy was trained (a loss or KL that is not exactly 0 at some step)
     assert any(h["loss"] != 0.0 or h["kl"] != 0.0 for h in la), la
+    assert_same_checkpoint(a / "rl" / "ckpt", b / "rl" / "ckpt", prepared / "sft")
 
 
 def test_torchrun_two_ranks(prepared, tmp_path):
@@ -116,21 +139,24 @@ def test_ctrl_c_saves_a_checkpoint(prepared, tmp_path):
 def test_async_rollouts_run_and_resume_exactly(prepared, tmp_path):
     # async_rollouts=True (issue 13 item 6) on the CPU tasks: step k+1's batch is generated while step k's kernels
     # are evaluated, so every batch after the first is one update stale; and as in test_resume_gives_the_same_next_step,
-    # 3 steps straight equal 2 steps + --resume (the batch generated ahead is in the checkpoint)
+    # 4 steps straight equal 2 steps + --resume (the batch generated ahead is in the checkpoint), checkpoints included
     a, b = fresh(prepared, tmp_path, "a"), fresh(prepared, tmp_path, "b")
     args = [*RL_ARGS, "--async_rollouts=True"]
-    run(["rl.py", *args, f"--out_dir={a}", "--max_steps=3"], tmp_path)
+    run(["rl.py", *args, f"--out_dir={a}", "--max_steps=4"], tmp_path)
     la = lines(a / "rl" / "log.jsonl")
-    assert [h["step"] for h in la] == [0, 1, 2] and [h["rollout_staleness"] for h in la] == [0, 1, 1]
+    assert [h["step"] for h in la] == [0, 1, 2, 3] and [h["rollout_staleness"] for h in la] == [0, 1, 1, 1]
     assert any(h["loss"] != 0.0 for h in la), la
     cache = a / "rl" / "cache.json"
     run(["rl.py", *args, f"--out_dir={b}", "--max_steps=2", f"--result_cache={cache}"], tmp_path)
-    p = run(["rl.py", *args, f"--out_dir={b}", "--max_steps=3", "--resume"], tmp_path)
+    p = run(["rl.py", *args, f"--out_dir={b}", "--max_steps=4", "--resume"], tmp_path)
     assert "at step 2" in p.stdout
     lb = lines(b / "rl" / "log.jsonl")
+    assert [h["step"] for h in lb] == [0, 1, 2, 3]
     for ha, hb in zip(la, lb):
         for k in ha:
             if k not in VOLATILE:
                 assert hb[k] == pytest.approx(ha[k], rel=1e-5, abs=1e-7), (ha["step"], k, ha[k], hb[k])
-    sa = [s["completion"] for s in lines(a / "rl" / "samples.jsonl") if s["step"] == 2]
-    assert sa == [s["completion"] for s in lines(b / "rl" / "samples.jsonl") if s["step"] == 2]
+    for step in (2, 3):
+        sa = [s["completion"] for s in lines(a / "rl" / "samples.jsonl") if s["step"] == step]
+        assert sa == [s["completion"] for s in lines(b / "rl" / "samples.jsonl") if s["step"] == step], step
+    assert_same_checkpoint(a / "rl" / "ckpt", b / "rl" / "ckpt", prepared / "sft")
