@@ -176,9 +176,9 @@ def measure_variants(tasks):
 
 
 def result_line(r):
-    """bench.result_summary with the error as common.error_line gives it (never an empty "log tail:")."""
-    import bench
-    return bench.result_summary(dict(r, error=common.error_line(r)))
+    """record.summary with the error as common.error_line gives it (never an empty "log tail:")."""
+    from harness import record
+    return record.summary(dict(r, error=common.error_line(r)))
 
 
 def sft_rows(tasks, seeds, rng):
