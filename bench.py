@@ -25,7 +25,7 @@ Protocols (how a call is timed; every protocol runs every check): "strict" (defa
 flushed, median), "kernelbench" (100 calls on the same inputs, mean), "cudal1" (7 rounds x 10 calls, no flush, mean of
 round means); harness/README.md gives the details.
 """
-import argparse, dataclasses, json, os, shutil, sys, tempfile, time
+import argparse, dataclasses, json, os, sys, time
 
 import torch
 
@@ -150,11 +150,7 @@ def degenerate_screen(task_src: str, *, task_name: str = "task", device: str = "
     res = dict(task=task_name, degenerate=None, passed=[], results={}, status="crash", error="", error_type="",
                trials=0, atol=atol, rtol=rtol, device=device, device_name="cpu" if device == "cpu" else None)
     opts = options.make(device, "strict", atol, rtol, num_correct_trials, timeout_s, arch, build_root)
-    tmp = tempfile.mkdtemp(prefix="cudal1_screen_")
     try:
-        path = os.path.join(tmp, "task.py")
-        with open(path, "w") as f:
-            f.write(task_src)
         judge_worker = judge_for(device, None, opts.build_root)
         key = record.source_hash(task_src) + record.source_hash(json.dumps([device, "strict", num_correct_trials,
                                                                             atol, rtol]))
@@ -167,8 +163,6 @@ def degenerate_screen(task_src: str, *, task_name: str = "task", device: str = "
         res["degenerate"] = bool(res["passed"])
     except (RuntimeError, WorkerError) as e:
         res.update(status="runtime_error", error=runner.truncate(str(e)), error_type=type(e).__name__)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     res["eval_s"] = time.perf_counter() - t0
     return res
 
@@ -191,18 +185,19 @@ def main(argv=None):
                          "(100 calls on the same inputs, mean), cudal1 (7 rounds x 10 calls, no flush, mean of "
                          "round means)")
     ap.add_argument("--check_only", action="store_true", help="correctness only, no timing")
-    a = ap.parse_args(argv)
-    missing = [f"{role} {p}" for role, p in (("task", a.task), ("candidate", a.candidate)) if not os.path.isfile(p)]
+    args = ap.parse_args(argv)
+    missing = [f"{role} {path}" for role, path in (("task", args.task), ("candidate", args.candidate))
+               if not os.path.isfile(path)]
     if missing:
         sys.exit(f"error: no such file: {'; '.join(missing)} (usage: python bench.py TASK.py CANDIDATE.py)")
-    if a.device == "cuda" and not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("error: --device cuda but torch sees no CUDA GPU (a CPU build of torch, or no driver); "
                  "use --device cpu")
-    res = evaluate(open(a.task).read(), open(a.candidate).read(), task_name=os.path.basename(a.task)[:-3],
-                   device=a.device, arch=a.arch, timeout_s=a.timeout_s, num_correct_trials=a.trials,
-                   static_checks=not a.no_static_checks, build_root=a.build_root, protocol=a.protocol,
-                   check_only=a.check_only)
-    print(json.dumps(res) if a.json else record.summary(res))
+    res = evaluate(open(args.task).read(), open(args.candidate).read(), task_name=os.path.basename(args.task)[:-3],
+                   device=args.device, arch=args.arch, timeout_s=args.timeout_s, num_correct_trials=args.trials,
+                   static_checks=not args.no_static_checks, build_root=args.build_root, protocol=args.protocol,
+                   check_only=args.check_only)
+    print(json.dumps(res) if args.json else record.summary(res))
     return 0 if res["status"] == "ok" else 1
 
 

@@ -483,8 +483,8 @@ def serve(sock, spec):
       report             first-filter findings since import | exit
     The parent decides after a reply whether the judge checks that output; nothing here knows in advance."""
     dev = torch.device(spec["device"])
-    st = dict(task=None, cand=None, model=None, ex=None, clock=None, inputs=(None, None),
-              flags=dict(FIXED_FLAGS, **(spec.get("flags_override") or {})))
+    state = dict(task=None, cand=None, model=None, ex=None, clock=None, inputs=(None, None),   # the runner's
+                 flags=dict(FIXED_FLAGS, **(spec.get("flags_override") or {})))             # state (_handle)
     send(sock, dict(op="hello", pid=os.getpid(), t=time.time()))
     while True:
         try:
@@ -492,7 +492,7 @@ def serve(sock, spec):
         except (EOFError, ValueError, OSError):
             return
         try:
-            reply = _handle(cmd, st, spec, dev)
+            reply = _handle(cmd, state, spec, dev)
         except Exception as e:
             reply = dict(ok=False, **describe(e))
         if reply is None:
@@ -500,50 +500,51 @@ def serve(sock, spec):
         send(sock, reply)
 
 
-def _handle(cmd, st, spec, dev):
+def _handle(cmd, state, spec, dev):
     op, cuda = cmd.get("op"), dev.type == "cuda"
     if op == "import":
         set_flags(FIXED_FLAGS)
-        if st["task"] is None:
-            st["task"] = load_module(spec["task_path"], "cudal1_task")
+        if state["task"] is None:
+            state["task"] = load_module(spec["task_path"], "cudal1_task")
         if cmd.get("task_only"):          # (no CUDA context yet: made here, before the GPU's lock, beside another
             return dict(ok=True)          # evaluation's timed calls, it hid a shaved clock: judge_clock_shave earned
                                           # 1.41x in 2 of 2 GPU suites)
         cores.pin(cores.BUILD_CPUS)                       # off the timing cores again after the reference's calls
-        st["watched"] = _watched()                         # before any candidate code runs
+        state["watched"] = _watched()                      # before any candidate code runs
         t0 = time.perf_counter()
-        set_flags(st["flags"])
+        set_flags(state["flags"])
         try:
-            st["cand"] = load_module(spec["candidate_path"], "cudal1_candidate")
+            state["cand"] = load_module(spec["candidate_path"], "cudal1_candidate")
         except BaseException as e:
             build = isinstance(e, (buildcache.BuildError, SyntaxError)) or bool(buildcache.BUILD_FAILURES)
             return dict(ok=False, compile_error=build, compile_s=time.perf_counter() - t0, **describe(e))
         return dict(ok=True, compile_s=time.perf_counter() - t0, build_failures=buildcache.BUILD_FAILURES[:3],
-                    has_modelnew=hasattr(st["cand"], "ModelNew"), flags=get_flags())
+                    has_modelnew=hasattr(state["cand"], "ModelNew"), flags=get_flags())
     if op == "prebuild":      # build-only runners: ModelNew made on the meta device (no memory, no kernel runs), so
         t0 = time.perf_counter()  # that load_inline calls in __init__ build here, not in the timed runner's `models`
         try:                      # step under the GPU's lock (in the CUDA-L1 A100 audit: up to 110 s there)
             with torch.no_grad():
-                build_model(st["task"], st["cand"].ModelNew, torch.device("meta"))
+                build_model(state["task"], state["cand"].ModelNew, torch.device("meta"))
             err = None
         except Exception as e:    # meta tensors break many an __init__ after its builds: the timed runner decides
             err = describe(e)
         return dict(ok=True, build_s=time.perf_counter() - t0, error=err, build_failures=buildcache.BUILD_FAILURES[:3])
     if op == "models":                # under the GPU's lock from here on: onto the timing cores (cores.py)
         cores.pin((spec.get("cpus") or {}).get("timed"))
-        st["reference"] = bool(cmd.get("reference"))
-        st["model"], st["inputs"] = None, (None, None)    # the reference's model and inputs: their memory back first
+        state["reference"] = bool(cmd.get("reference"))
+        state["model"], state["inputs"] = None, (None, None)   # the reference's model and inputs: memory back first
         if cuda:
             torch.cuda.empty_cache()
         with torch.no_grad():
-            set_flags(FIXED_FLAGS if st["reference"] else st["flags"])
-            st["model"] = build_model(st["task"], st["task"].Model if st["reference"] else st["cand"].ModelNew, dev)
+            set_flags(FIXED_FLAGS if state["reference"] else state["flags"])
+            cls = state["task"].Model if state["reference"] else state["cand"].ModelNew
+            state["model"] = build_model(state["task"], cls, dev)
         return dict(ok=True, flags=get_flags(), build_failures=buildcache.BUILD_FAILURES[:3])
     if op == "exchange":
-        st["ex"] = Exchange(cmd["spec"])
+        state["ex"] = Exchange(cmd["spec"])
         return dict(ok=True)
     if op == "trial":
-        inputs = make_inputs(st["task"], cmd["seed"], dev)
+        inputs = make_inputs(state["task"], cmd["seed"], dev)
         fp = fingerprint(inputs)
         if cuda:                                          # poison what the allocator may hand out next (§4)
             blocks = [torch.empty(max(int(n), 1), dtype=torch.uint8, device=dev) for n in cmd.get("poison", [])]
@@ -552,9 +553,9 @@ def _handle(cmd, st, spec, dev):
             blocks.clear()                                # back to the allocator, poisoned
             torch.cuda.synchronize()
         calls0 = buildcache.EXT_CALLS[0]
-        set_flags(st["flags"])
+        set_flags(state["flags"])
         with torch.no_grad():
-            out = st["model"](*inputs)
+            out = state["model"](*inputs)
         if cuda:
             torch.cuda.synchronize()                      # device-wide: side-stream work is finished too
         flags = get_flags()
@@ -565,37 +566,37 @@ def _handle(cmd, st, spec, dev):
                      no_storage=any(bool(t.numel()) and (t.untyped_storage().nbytes() == 0 or t.data_ptr() == 0)
                                     for t in tensors),
                      input_mutated=fingerprint(inputs) != fp)
-        reply["checksum"], reply["order"] = _deliver(st, out)
+        reply["checksum"], reply["order"] = _deliver(state, out)
         return reply
     if op == "call":
         with torch.no_grad():
             seed = cmd["seed"]
-            inputs = st["inputs"][1] if seed == st["inputs"][0] else make_inputs(st["task"], seed, dev)
-            st["inputs"] = (seed, inputs) if spec["protocol"] == "kernelbench" else (None, None)
-            if st["clock"] is None:                       # made here, under the GPU's lock: its calibration
-                st["clock"] = Clock(dev, spec["protocol"])  # runs GPU work
-            set_flags(FIXED_FLAGS if st.get("reference") else st["flags"])
-            ms, out = st["clock"].call(st["model"], inputs)
-            cs, order = _deliver(st, out)
+            inputs = state["inputs"][1] if seed == state["inputs"][0] else make_inputs(state["task"], seed, dev)
+            state["inputs"] = (seed, inputs) if spec["protocol"] == "kernelbench" else (None, None)
+            if state["clock"] is None:                    # made here, under the GPU's lock: its calibration
+                state["clock"] = Clock(dev, spec["protocol"])  # runs GPU work
+            set_flags(FIXED_FLAGS if state.get("reference") else state["flags"])
+            ms, out = state["clock"].call(state["model"], inputs)
+            cs, order = _deliver(state, out)
             return dict(ok=True, ms=ms, checksum=cs, order=order, meta=meta(out))
     if op == "report":
         now = _watched()
         cand_src = open(spec["candidate_path"]).read()
         uncountable = bool(buildcache.EXT_UNCOUNTED) or bool(_UNCOUNTABLE.search(cand_src))
-        return dict(ok=True, flags=get_flags(), patched=[n for n, f in now.items() if f is not st["watched"][n]],
+        return dict(ok=True, flags=get_flags(), patched=[n for n, f in now.items() if f is not state["watched"][n]],
                     uncountable=uncountable, build_failures=buildcache.BUILD_FAILURES[:3])
     if op == "exit":
         return None
     return dict(ok=False, error=f"unknown command {op!r}", error_type="Protocol")
 
 
-def _deliver(st, out):
+def _deliver(state, out):
     """The output into the judge's buffer: (its checksum, the memory order of each tensor leaf: dense_order), or
     (None, None) when its structure cannot fit the buffer (the judge then reports the structure mismatch from
     `meta`)."""
     tensors = [x for x in leaves(out) if isinstance(x, torch.Tensor)]
     try:
-        return st["ex"].write(tensors), st["ex"].orders
+        return state["ex"].write(tensors), state["ex"].orders
     except ValueError:
         return None, None
 

@@ -231,7 +231,7 @@ def test_a_batch_that_fills_the_build_cores_is_not_split(monkeypatch, tmp_path):
     assert batch.split_builds(64, 14)
     monkeypatch.delenv("CUDAL1_SPLIT")
     envs = []                                               # what each build runner would be given
-    monkeypatch.setattr(bench, "_evaluate", lambda name, t, c, o, **k: envs.append(o["extra_env"]) or
+    monkeypatch.setattr(bench, "_evaluate", lambda name, t, c, o, **k: envs.append(o.extra_env) or
                         dict(status="compile_error", error="x", error_type="BuildError", compile_s=1.0))
     monkeypatch.setattr(batch, "prebuild_wanted", lambda *a: True)
     pre = []
