@@ -343,6 +343,8 @@ def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nul
 
 if __name__ == "__main__":
     import bench
+    from harness.batch import cpu_count
+    from harness.scan import static_check
     common.exit_on_interrupt("continue with the same command and --resume=True")
     common.configure(globals())
     for key, ok in (("loss_type", ("grpo", "bnpo", "dr_grpo", "dapo")), ("scale_rewards", ("group", "batch", "none")),
@@ -478,7 +480,7 @@ if __name__ == "__main__":
             record_behaviour_logp(model, out, tok.pad_token_id, amp)
         return out
 
-    workers = build_workers or max(1, bench.cpu_count() // world)
+    workers = build_workers or max(1, cpu_count() // world)
     on_my_gpu = lambda: (common.visible_gpu(local_rank) if world > 1 and device.startswith("cuda")
                          else contextlib.nullcontext())  # bench's children see this rank's GPU only
 
@@ -497,7 +499,7 @@ if __name__ == "__main__":
         cores, `workers` at a time) while the main thread generates; those bench's static checks flag are never
         built, as in evaluate_many. Returns the wall seconds."""
         t = time.time()
-        todo = [code for _, src, code in jobs.values() if not bench.static_check(code, src)]
+        todo = [code for _, src, code in jobs.values() if not static_check(code, src)]
         with on_my_gpu(), concurrent.futures.ThreadPoolExecutor(workers) as pool:
             list(pool.map(lambda code: bench.build(code, device=device.split(":")[0], arch=arch or None,
                                                    timeout_s=max(600.0, timeout_s)), todo))

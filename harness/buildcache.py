@@ -2,7 +2,7 @@
 
 runner.py installs it (install_build_cache) before a candidate is imported, so every load_inline of the candidate,
 however imported, builds once per source and flag set on the machine, in parallel with other builds, and is loaded
-directly on a hit (no ninja). Builds are made faster than plain load_inline (issue 12 item 3; REFERENCE.md §2):
+directly on a hit (no ninja). Builds are made faster than plain load_inline (REFERENCE.md §2):
   - main.cpp starts with a light prelude (the tensor API, pybind11 and torch's exception wrapper: _LIGHT_CPP), from
     a GCC precompiled header built once per flag set; a main.cpp that needs more of torch (torch::nn, ...) is
     rebuilt with <torch/extension.h> (and its own precompiled header), as load_inline would build it;
@@ -11,7 +11,7 @@ directly on a hit (no ninja). Builds are made faster than plain load_inline (iss
 A build's failure keeps its first compiler error (first_error) for the record, and a compiler's verdict is cached
 too (a "failed" marker: the same sources fail at once the next time); a build the candidate caught and survived is
 remembered (BUILD_FAILURES: the "fallback" hack). Calls into extension functions are counted
-(EXT_CALLS: custom_kernel_calls). Everything here runs in the candidate's process: bench.py trusts none of it.
+(EXT_CALLS: custom_kernel_calls). Everything here runs in the candidate's process: the parent trusts none of it.
 """
 import contextlib, fcntl, hashlib, importlib.util, json, os, pathlib, re, shlex, subprocess, tempfile, types
 
@@ -23,7 +23,7 @@ from harness.runner import default_build_root, truncate, _write_json  # noqa: E4
 
 
 def first_error(text):
-    """The first compiler or linker error of a build log and the lines that locate it (issue 11 item 5)."""
+    """The first compiler or linker error of a build log and the lines that locate it."""
     lines = str(text).splitlines()
     for i, ln in enumerate(lines):
         if re.search(r"\berror\b\s*[:(]|undefined reference|undefined symbol|fatal error", ln, re.I) and \
@@ -49,7 +49,7 @@ _FULL_PRELUDE = ["#include <torch/types.h>"] + _LIGHT_PRELUDE           # what l
 _MENTIONS_TORCH = re.compile(r"torch|ATen|\bat::|\bc10|\bC10_|\bTORCH_|\bAT_|Tensor")
 # main.cpp's first try: the tensor API, pybind11 and torch's exception wrapper, without torch/all.h's C++ frontend
 # (nn, optim, data...): a third less to parse, a smaller precompiled header. A compile error retries with
-# torch/extension.h, what load_inline uses, so nothing plain load_inline builds is rejected (issue 12 item 3).
+# torch/extension.h, what load_inline uses, so nothing plain load_inline builds is rejected.
 _HEADER_MISS = re.compile(r"is not a member of|was not declared|has not been declared|does not name a type|"
                           r"incomplete type|no member named|No such file|not a namespace|"       # g++, light too light?
                           r'identifier "[^"]*" is undefined|has no member|must be a class or namespace|'  # nvcc
@@ -57,20 +57,21 @@ _HEADER_MISS = re.compile(r"is not a member of|was not declared|has not been dec
                           r"cannot open source file")
 # cpp_sources that include torch/extension.h themselves had all of it in the light try, so its failure is final;
 # the retry would also fail falsely: with that header precompiled, GCC cannot re-include it ("torch/extension.h:
-# No such file or directory" in the precompiled header's folder), hiding the real first error (issue 11 item 5)
+# No such file or directory" in the precompiled header's folder), hiding the real first error
 _OWN_EXTENSION_H = re.compile(r'#\s*include\s*[<"]torch/extension\.h[>"]')
 _LIGHT_CPP = "#include <torch/types.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>\n"
-# The split build's two translation units, compiled side by side (issue 12 item 3: a fresh build <= 4 s): main.cpp
+# The split build's two translation units, compiled side by side (a fresh build in <= 4 s): main.cpp
 # holds the candidate's cpp_sources under torch/types.h alone, glue.cpp their declarations and load_inline's pybind
 # block under pybind11 and torch's exception wrapper (torch::Tensor and the other at:: names as torch/types.h spells
 # them). Each costs about half of the light main.cpp: on a 2-core CPU machine 3.1-4.2 s and 3.9 s against 7.1-7.5 s
 # for the one-kernel main.cpp (most of it the headers' own template instantiation and code, which a precompiled
 # header does not save), and the two run at once. CUDAL1_SPLIT: auto (default: builds with CUDA sources, i.e. a GPU's
 # candidates; every split build needs two more precompiled headers, which on a 2-core machine's tests cost more than
-# they save), 1 (every build), 0 (none; bench.evaluate_many's runners for a batch that fills the build cores, where a
-# split build's second unit is only more work: bench.split_builds).
+# they save), 1 (every build), 0 (none; evaluate_many's runners for a batch that fills the build cores, where a
+# split build's second unit is only more work: batch.split_builds).
 _SPLIT_A = "#include <torch/types.h>\n"
-_SPLIT_B = "#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>\nnamespace torch { using namespace at; }\n"
+_SPLIT_B = ("#include <torch/csrc/utils/pybind.h>\n#include <torch/csrc/Exceptions.h>\n"
+            "namespace torch { using namespace at; }\n")
 _OURS = {True: ("cudal1_light.h", _LIGHT_CPP), "a": ("cudal1_a.h", _SPLIT_A), "b": ("cudal1_b.h", _SPLIT_B)}
 
 
@@ -88,7 +89,7 @@ def needs_more_headers(msg, unit, own_names=()):
     undeclared name, a missing member or header. A syntax or type error in the candidate's own code is final, and so
     is the pybind block naming one of the candidate's own functions (`own_names`) its cpp_sources never declared
     (the commonest CUDA-L1 build failure). Retrying those cost 10-50 s of nvcc each (torch/types.h) under every
-    broken RL sample (H200 demo, 2026-12-01: every compile error was built two or three times; issue 12)."""
+    broken RL sample (in an H200 demo every compile error was built two or three times)."""
     pat = re.compile(rf"{re.escape(unit)}(?:\(\d+\)|:\d+:\d+):\s*(?:fatal |catastrophic )?error\b.*")
     errors = [m.group(0) for m in pat.finditer(str(msg))]
     own = {str(n) for n in own_names} | _CUDA_BUILTINS    # CUDA code in cpp_sources: no header of torch helps
@@ -103,8 +104,8 @@ def lighten_cuda(src):
     """A CUDA source with its own `#include <torch/extension.h>` turned into a comment, or None when it has none or
     may need more than torch/types.h (pybind11, torch::nn...). load_inline already puts torch/types.h on top of
     cuda.cu; torch/extension.h adds the C++ frontend and Python, ~2x the nvcc time (75 s against 32 s for a
-    one-kernel file on a 2-core box, session 4) and nothing a kernel file uses. A compile error retries with the
-    source as written, so nothing plain load_inline builds is rejected (issue 12 item 3)."""
+    one-kernel file on a 2-core box) and nothing a kernel file uses. A compile error retries with the
+    source as written, so nothing plain load_inline builds is rejected."""
     if not _EXT_INCLUDE.search(src) or _NEEDS_EXTENSION.search(src):
         return None
     return _EXT_INCLUDE.sub("// #include <torch/extension.h>: torch/types.h above is enough (bench's build cache)", src)
@@ -233,13 +234,13 @@ def prebuild_pch(root=None, with_cuda=True, split=True):
     """The precompiled header of main.cpp's light prelude for a candidate without extra flags or include folders (the
     usual one), made now in this process: its folder, or None (no GCC, no CUDA_HOME for with_cuda, CUDAL1_PCH=0).
 
-    bench.evaluate_many starts it in a thread of the parent before the batch's first build: the builds ahead run at
-    nice 10 in runners that start ~5 s later, so at normal priority it is not slowed by the batch it serves. Made
-    inside the first build instead (as before), it was ready, by the builds' times, only at ~30 s among 14 builds on
-    the H200: the builds started before then took 14-19 s, those after 7-10 s (without the header main.cpp costs
-    2-2.5x the CPU time; results/bench/2026-12-02_s11/call1_throughput.log, issue 12 item 4). Same flags as a
-    candidate's own try, hence the same signature and folder (tests/test_build_failures.py). split: the split build's
-    two headers first (bench.split_builds says when a batch needs them)."""
+    evaluate_many (batch.prebuild_pch) starts it in a thread of the parent before the batch's first build: the
+    builds ahead run at nice 10 in runners that start ~5 s later, so at normal priority it is not slowed by the batch
+    it serves. Made inside the first build instead, it was ready, by the builds' times, only at ~30 s among 14 builds
+    on the H200: the builds started before then took 14-19 s, those after 7-10 s (without the header main.cpp costs
+    2-2.5x the CPU time). Same flags as a candidate's own try, hence the same signature and folder
+    (tests/test_build_failures.py). split: the split build's two headers first (batch.split_builds says when a batch
+    needs them)."""
     args = inline_args("pch", ["void f();"], ["void g() {}"] if with_cuda else None, ["f"], with_cuda=with_cuda)
     root = root or default_build_root()
     if split:                                            # the split build's two headers at once, then the light
@@ -269,8 +270,8 @@ def _light_dir(root, kind=True):
     return d
 
 
-_NO_SPLIT = re.compile(r'\bnamespace\b|\btemplate\b|#\s*define|PYBIND11|pybind11|\bpy::|extern\s*"C"|\bstatic\b|\binline\b|'
-                       r"torch/extension\.h|torch::python|Python\.h|PyObject")
+_NO_SPLIT = re.compile(r'\bnamespace\b|\btemplate\b|#\s*define|PYBIND11|pybind11|\bpy::|extern\s*"C"|'
+                       r"\bstatic\b|\binline\b|torch/extension\.h|torch::python|Python\.h|PyObject")
 _RET = re.compile(r"^(?:const\s+)?[A-Za-z_][\w:]*(?:\s*<[\w:<>,\s\*&]*>)?(?:\s*[\*&])*$")
 
 
@@ -305,7 +306,7 @@ def _compile_extension(args, d, module, verbose, root):
     """Writes the sources as load_inline would and builds them with cpp_extension.load into folder d. Never verbose:
     with verbose=True torch sends the compiler's output to stdout and its exception says only "Error building
     extension", so the failure was neither recognised as final nor explained (CUDA-L1 A100 level3/45 asks for it:
-    its failed 205 s build was compiled again under the GPU's lock, 2026-12-02)."""
+    its failed 205 s build was compiled again under the GPU's lock)."""
     ce = cpp_extension
     body, block = list(args["cpp"]), []
     if args["functions"]:                                   # the pybind block exactly as load_inline writes it
@@ -432,7 +433,7 @@ def _on_build_cores():
 
 # A compiler's or linker's verdict on these exact sources, flags and toolchain (the key) is final, so it is kept
 # ("failed" beside "done"): the build ahead's failure is not compiled again (30-120 s each) in the timed runner,
-# under the GPU's lock, as it was in the CUDA-L1 audit on the H200 (issue 12). A build killed, out of memory or
+# under the GPU's lock, as it was in the CUDA-L1 audit on the H200. A build killed, out of memory or
 # interrupted is not a verdict and is not kept.
 _DETERMINISTIC = re.compile(r"\berror\b\s*[:(]|undefined reference|undefined symbol|fatal error", re.I)
 _NOT_DETERMINISTIC = re.compile(r"signal|Killed|died due to|out of memory|No space left|Interrupted|"
@@ -440,7 +441,7 @@ _NOT_DETERMINISTIC = re.compile(r"signal|Killed|died due to|out of memory|No spa
                                 r"error:[^\n]*pch/[0-9a-f]+/", re.I)   # an error ABOUT our precompiled headers
 # (not their -I folder on the failed command line that ninja echoes: that one matched every build that used a
 # precompiled header, so no such failure was kept and each was compiled again under the GPU's lock, e.g. CUDA-L1
-# A100 level1/84 and level1/50: 8 and 97 s there, 2026-12-01/02)
+# A100 level1/84 and level1/50: 8 and 97 s there)
 
 
 def is_verdict(log):

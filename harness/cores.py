@@ -1,11 +1,11 @@
-"""cores.py: which CPU cores the evaluator's processes run on (session 8 of 2026-12-01, issue 11 item 1, issue 12).
+"""cores.py: which CPU cores the evaluator's processes run on.
 
 On a GPU box the parent's clock check reads the fixed overhead of every timed call by wall time; nvcc builds running
-beside the timed runner move that overhead by up to ~2 ms (results/bench/2026-12-01_s8/call3_gpu_suite.log). So each
-GPU's timed side (the runner that holds its lock, the judge, the parent's thread while it holds the lock) gets cores
-of its own, and runners' imports, builds and the fork server run on the rest. Used by session.py, forkserver.py,
-judge.py, runner.py and buildcache.py; nothing here runs candidate code, but a runner's copy of BUILD_CPUS is the
-candidate's to change (it only moves its own builds)."""
+beside the timed runner move that overhead by up to ~2 ms. So each GPU's timed side (the runner that holds its lock,
+the judge, the parent's thread while it holds the lock) gets cores of its own, and runners' imports, builds and the
+fork server run on the rest. Used by session.py, batch.py, forkserver.py, judge.py, runner.py and buildcache.py;
+nothing here runs candidate code, but a runner's copy of BUILD_CPUS is the candidate's to change (it only moves its
+own builds)."""
 import contextlib
 import os
 
@@ -13,7 +13,7 @@ import torch
 
 TIMING_CORES = 2          # per GPU, on a box with at least PIN_MIN_CORES usable cores (and 4x the reserved ones),
 PIN_MIN_CORES = 8         # kept for the timed side (the runner holding that GPU's lock, the judge, the parent's
-_SPLIT = []               # timing thread)
+_SPLIT = []               # timing thread); _SPLIT: [(usable cores, GPUs) or None], read once (core_split)
 BUILD_CPUS = []           # in a runner: the cores its builds run on (runner.main; buildcache.cached_load_inline)
 
 
@@ -35,7 +35,7 @@ def core_split(device, gpu=None):
     must never share timing cores. Why: the parent's clock check reads the fixed overhead of each call by wall time,
     and on the H200 14 nvcc builds beside the timed runner moved an honest kernel's least overhead by 1.9 ms and a
     reference's by 0.3 ms (docstring_autocast_half named clock_mismatch; judge_clock_shave's 0.76 ms shave read
-    0.49 ms, under its 0.5 ms limit: results/bench/2026-12-01_s8/call3_gpu_suite.log). CUDAL1_PIN=0 turns it off.
+    0.49 ms, under its 0.5 ms limit). CUDAL1_PIN=0 turns it off.
     Cores and GPUs are read once per process, from the main thread's affinity."""
     if not _SPLIT:
         cpus = sorted(os.sched_getaffinity(os.getpid())) if hasattr(os, "sched_getaffinity") else []

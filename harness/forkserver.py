@@ -1,14 +1,15 @@
 """forkserver.py: the processes of bench.py. A fork server that imported torch once forks every worker: one judge per
 GPU (judge.py, trusted, kept for the whole run) and one runner per candidate (runner.py, untrusted, killed after
-use). A worker starts in ~0.01-0.05 s instead of the 3-5 s of a fresh interpreter importing torch (issue 12 item 3).
+use). A worker starts in ~0.01-0.05 s instead of the 3-5 s of a fresh interpreter importing torch.
 
 Each worker gets its own session (process group), a private working folder, HOME and TMPDIR, a scrubbed
 environment (_KEEP_ENV: nothing a candidate needs to steal), stdout/stderr into a log file, and dies with the fork
 server (PR_SET_PDEATHSIG). The fork server is the subreaper of its workers (PR_SET_CHILD_SUBREAPER): a candidate's
-double forks and setsid daemons come back to it and are killed with the candidate, so nothing of a candidate runs
-while the reference is timed. The server never runs candidate code; it ends when its caller closes the socket.
+double forks and setsid daemons come back to it and are killed with the candidate, so nothing of a candidate
+outlives its evaluation (GpuLock.settle waits for that before the next timed call on its GPU). The server never runs
+candidate code; it ends when its caller closes the socket.
 Talking to a worker (Worker.ask) is one size-limited JSON frame each way with a deadline; the wall time of each
-exchange is the parent's clock that bench.py checks claimed times against.
+exchange is the parent's clock that session.py checks claimed times against.
 """
 import contextlib, ctypes, json, os, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
@@ -98,7 +99,7 @@ def _strays(me, workers):
 _RSS, _RSS_LOCK = dict(t=-1e9, by_group={}), threading.Lock()
 RSS_MAX_AGE_S = 0.5      # a group's resident memory is read from a /proc scan at most this old, one scan shared by
                          # every thread: one scan per waiting runner was ~30 a second in a 14-build batch on the H200,
-                         # each holding the parent's GIL for ~8 ms beside the thread that times (issue 12 item 4)
+                         # each holding the parent's GIL for ~8 ms beside the thread that times
 
 
 def _group_rss(pgid):
@@ -125,7 +126,7 @@ def _zygote_main(fd):
     warnings.filterwarnings("ignore", category=DeprecationWarning)       # fork() beside torch's native threads
     ctrl, me, workers, exits = socket.socket(fileno=fd), os.getpid(), set(), {}
     with contextlib.suppress(ImportError):   # what torch.utils.cpp_extension needs, so a runner imports it in ms;
-        import setuptools  # noqa: F401     # cpp_extension itself must not be imported here (runner.bc)
+        import setuptools  # noqa: F401     # cpp_extension itself must not be imported here (runner.main)
     _prctl(36, 1)                                                       # PR_SET_CHILD_SUBREAPER
     # glibc malloc: tensors below 1 GiB from the heap, kept after free (inherited by every fork). A fresh runner
     # would otherwise mmap and page-fault every input anew while the long-lived judge reuses its heap: on the CPU
@@ -219,7 +220,7 @@ def _worker_child(ctrl, req, fd):
         if req["role"] == "judge":
             judge.main(socket.socket(fileno=fd), req["spec"])
         else:
-            from harness import buildcache   # here, after the fork: importing cpp_extension touches CUDA (never in the zygote)
+            from harness import buildcache   # here, after the fork: importing cpp_extension touches CUDA
             runner.main(socket.socket(fileno=fd), req["spec"], buildcache)
     except BaseException:
         traceback.print_exc()
@@ -328,13 +329,13 @@ atexit.register(_shutdown)
 
 class Worker:
     """A forked worker and the socket to it. ask() sends one command and waits for the reply: the wall time it
-    returns is the parent's clock (issue 11 item 1); a reply later than `timeout` s, a dead worker, a malformed
+    returns is the parent's clock; a reply later than `timeout` s, a dead worker, a malformed
     reply or a process group over the host-memory limit raise WorkerError."""
 
     def __init__(self, role, spec, env, cwd, start_timeout=120.0):
         self.log, self.t0 = os.path.join(cwd, f"{role}.log"), time.time()
-        self.zyg = _zygote()
-        self.sock, self.pid = self.zyg.fork(role, spec, env, cwd, self.log)
+        self.zygote = _zygote()
+        self.sock, self.pid = self.zygote.fork(role, spec, env, cwd, self.log)
         self.exit = None
         hello, _ = self.ask(None, start_timeout)
         self.start_s = max(0.0, hello.get("t", time.time()) - self.t0) if isinstance(hello.get("t"), float) else None
@@ -384,7 +385,7 @@ class Worker:
     def kill(self):
         if self.pid is not None:
             with contextlib.suppress(Exception):
-                self.exit = self.zyg.kill(self.pid)
+                self.exit = self.zygote.kill(self.pid)
             self.pid = None
             with contextlib.suppress(Exception):
                 self.sock.close()
@@ -408,12 +409,12 @@ class _Judge:
         self.tmp = tempfile.mkdtemp(prefix="cudal1_judge_")
         split = cores.core_split(device, gpu)
         spec = dict(device=device, cpus=split and split[0], kernel_eval=kernel_eval.for_worker(device, build_root))
-        self.w = Worker("judge", spec, scrubbed_env(self.tmp, build_root, gpu=gpu), self.tmp)
+        self.worker = Worker("judge", spec, scrubbed_env(self.tmp, build_root, gpu=gpu), self.tmp)
         self.lock = threading.Lock()
 
     def ask(self, cmd, timeout=900.0):
         with self.lock:
-            reply, wall = self.w.ask(cmd, timeout)
+            reply, wall = self.worker.ask(cmd, timeout)
         if not reply.get("ok"):
             raise RuntimeError(reply.get("error") or "judge error")
         return reply, wall
@@ -422,32 +423,32 @@ class _Judge:
 def judge_for(device, gpu, build_root):
     """The judge of (device, GPU, build root), started on first use. Started under a lock of its own key: under
     the module's lock, which gpu_lock() takes too, starting it (with the fork server: ~4 s on the H200 box) held
-    back every build of evaluate_many's batch (issue 12 item 4)."""
+    back every build of evaluate_many's batch."""
     key = (device, gpu, build_root)
     with _JLOCK:
         starting = _JSTART.setdefault(key, threading.Lock())
     with starting:
-        j = _JUDGES.get(key)
-        if j is None or j.w.pid is None:
-            j = _Judge(device, gpu, build_root)
+        judge_worker = _JUDGES.get(key)
+        if judge_worker is None or judge_worker.worker.pid is None:
+            judge_worker = _Judge(device, gpu, build_root)
             with _JLOCK:
-                _JUDGES[key] = j
-        return j
+                _JUDGES[key] = judge_worker
+        return judge_worker
 
 
-def drop_judge(j):
+def drop_judge(judge_worker):
     with _JLOCK:
         for k, v in list(_JUDGES.items()):
-            if v is j:
+            if v is judge_worker:
                 del _JUDGES[k]
-    j.w.kill()
+    judge_worker.worker.kill()
 
 
 
 class GpuLock:
     """The lock one candidate at a time holds on a GPU (or on the CPU device) for its checks and timing, and the
-    deaths its holders left behind (issue 12 item 4). A runner's death (SIGKILL, then the driver tearing down its
-    CUDA context: 0.10-0.13 s on the H200, results/bench/2026-12-02_s14) need not hold the lock: the next holder's
+    deaths its holders left behind. A runner's death (SIGKILL, then the driver tearing down its CUDA context:
+    0.10-0.13 s on the H200) need not hold the lock: the next holder's
     first steps (the judge's setup, its own runner's CUDA context) time nothing. So a holder hands its runner to
     kill() and leaves; every holder calls settle() before its first timed call, which waits until every runner
     handed over is gone, its GPU work and context with it. (Until the fork server's SIGKILL lands, milliseconds, the

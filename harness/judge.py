@@ -1,9 +1,9 @@
-"""judge.py: the trusted side of bench.py. A worker process where no candidate code ever runs (issue 11).
+"""judge.py: the trusted side of bench.py. A worker process where no candidate code ever runs.
 
-bench.py forks one judge per GPU from its fork server before any candidate, and keeps it for the whole run. The
-judge imports the TASK (the user's file) and our own code, never a candidate, never a compiled extension from the
-build cache that candidates write to (so a planted .so cannot take it over), and receives from candidates only raw
-bytes in a buffer it owns plus JSON metadata it validates. It:
+One judge per GPU is forked from the fork server before any candidate and kept for the whole run. The judge imports
+the TASK (the user's file, as text) and our own code, never a candidate, never a compiled extension from the build
+cache that candidates write to (so a planted .so cannot take it over), and receives from candidates only raw bytes
+in a buffer it owns plus JSON metadata it validates. It:
   - builds the reference `Model` (manual_seed(42), FIXED_FLAGS) and, from the same seeds the runner is given,
     generates the inputs itself and computes the expected outputs itself, in float32 and in float64;
   - compares a candidate's output with them: exact output structure, shapes and dtypes (the dtype must EQUAL the
@@ -17,8 +17,11 @@ bytes in a buffer it owns plus JSON metadata it validates. It:
     PREC_HALF_CONV replaces PREC_HALF: PyTorch lets cuDNN use TF32 there by default. Calibration in the README;
   - screens the task for degenerate outputs (REFERENCE.md §3; cached per task source in its memory, never on
     disk, where a candidate could rewrite it);
-  - (the reference's timing is not here: bench.py times it in a fresh runner, the same kind of process as the
-    candidate's, so both sides pay the same fixed overhead per call).
+  - measures, at setup, the device's copy bandwidth (for the physical floor, session.time_floor_ms) and a first
+    estimate of the reference's time (ref_ms_est: 4 calls through runner.Clock; it sets a call's hang limit, the
+    number of timed calls and the remeasure threshold, never the speedup). The reference's counted time (ref_ms)
+    is measured in the candidate's runner before the candidate is imported (session.Session.reference), so that
+    both sides pay the same fixed overhead per call.
 Nothing it computes depends on anything a candidate process says except the bytes being judged.
 """
 import contextlib, copy, ctypes, hashlib, json, math, os, random, re, statistics, time
@@ -191,7 +194,7 @@ def screen(task, seeds, atol, rtol):
 class _Judge:
     def __init__(self, dev):
         self.dev, self.cuda = dev, dev.type == "cuda"
-        self.infos, self.task, self.clocks, self.ex, self.bw = {}, None, {}, None, None
+        self.infos, self.task, self.clocks, self.ex, self.bandwidth_gbs = {}, None, {}, None, None
         self.screens = {}
 
     def ensure(self, cmd):
@@ -212,8 +215,8 @@ class _Judge:
         while its first builds run, so that its first evaluation does not wait for them under the GPU's lock)."""
         if self.cuda:
             self.clock(cmd["protocol"])
-            if self.bw is None:
-                self.bw = _copy_bandwidth_gbs(self.dev)
+            if self.bandwidth_gbs is None:
+                self.bandwidth_gbs = _copy_bandwidth_gbs(self.dev)
         return dict(ok=True)
 
     def setup(self, cmd):
@@ -262,9 +265,9 @@ class _Judge:
         times = [clock.call(t.model, R.make_inputs(t.mod, R.SEED + 11 + i, self.dev))[0] for i in range(4)]
         info["ref_ms_est"] = statistics.median(times[1:])
         if self.cuda:
-            if self.bw is None:
-                self.bw = _copy_bandwidth_gbs(self.dev)
-            info["bandwidth_gbs"] = self.bw
+            if self.bandwidth_gbs is None:
+                self.bandwidth_gbs = _copy_bandwidth_gbs(self.dev)
+            info["bandwidth_gbs"] = self.bandwidth_gbs
         self.infos[key] = info
         t.info = info
         return info
@@ -410,7 +413,7 @@ def mismatches_vs64(out, ref, r64, atol, rtol):
     own error there: not (|o - r64| <= atol + rtol * |r64| + |r - r64|), NaN never matching (float64).
     Zero means the candidate is as close to the truth as the fp32 reference is, so isclose's mismatches against that
     reference are the reference's rounding, not the candidate's: CUDA-L1 level3/49 (Mamba2 final state, outputs
-    ~5e7 after exp(cumsum)) missed rtol by 0.0012 at 1 element of 131072 in a timed call (issue 11 item 5)."""
+    ~5e7 after exp(cumsum)) missed rtol by 0.0012 at 1 element of 131072 in a timed call."""
     return float(kernel_eval.compare(out, ref, atol, rtol, ref64=r64.double())["mismatches_vs64"])
 
 
@@ -436,7 +439,8 @@ def _structure_problem(got, want):
     for i, (g, w) in enumerate(zip(got, want)):
         where = f"output part {i}"
         if not isinstance(g, dict) or g.get("kind") != w["kind"]:
-            return f"{where} is a {g.get('type') or g.get('kind') if isinstance(g, dict) else '?'}, expected a {w['kind']}"
+            got_kind = g.get('type') or g.get('kind') if isinstance(g, dict) else '?'
+            return f"{where} is a {got_kind}, expected a {w['kind']}"
         if w["kind"] == "tensor":
             if g.get("shape") != w["shape"]:
                 return f"{where} has shape {tuple(g.get('shape') or ())}, expected {tuple(w['shape'])}"
@@ -474,7 +478,7 @@ def main(sock, spec):
         kernel_eval.load(spec["kernel_eval"])
     with contextlib.suppress(Exception):                 # no other process of this user may read our memory
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)           # PR_SET_DUMPABLE 0
-    j = _Judge(dev)
+    judge = _Judge(dev)
     R.send(sock, dict(op="hello", pid=os.getpid(), t=time.time()))
     while True:
         try:
@@ -485,11 +489,11 @@ def main(sock, spec):
         if op == "exit":
             return
         try:
-            fn = dict(warm=j.warm, setup=j.setup, exchange=j.exchange, check=j.check)[op]
+            fn = dict(warm=judge.warm, setup=judge.setup, exchange=judge.exchange, check=judge.check)[op]
             reply = fn(cmd)
         except Exception as e:
             reply = dict(ok=False, **R.describe(e))
-        spare = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev) if j.cuda else 0
+        spare = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev) if judge.cuda else 0
         if TRIM and spare > 1 << 30:
             torch.cuda.empty_cache()     # the float64 references and checks of a 6 GB task leave tens of GB cached
         R.send(sock, reply)              # here, which the candidate's process then could not allocate (H200 OOMs)

@@ -1,24 +1,26 @@
-"""runner.py: the candidate's side of bench.py. Everything in this file may run in a process where candidate code runs.
+"""runner.py: the runner, the process where a candidate runs. Everything in this file may run in a process where
+candidate code runs.
 
-Trust (issue 11): once a candidate is imported, this process is the candidate's. It can patch any function here, read
-every frame, write any file the user can and call any C function. So nothing this process says is believed: it only
-*reports raw measurements and outputs* to the parent (bench.py), through a socket, as size-limited JSON frames (never
-pickle), and the parent and the judge (judge.py, a process where no candidate code ever ran) decide:
+Trust: once a candidate is imported, this process is the candidate's. It can patch any function here, read every
+frame, write any file the user can and call any C function. So nothing this process says is believed: it only
+*reports raw measurements and outputs* to the parent (session.py), through a socket, as size-limited JSON frames
+(never pickle), and the parent and the judge (judge.py, a process where no candidate code ever runs) decide:
   - outputs are copied into a buffer the judge allocated and compared there with the judge's own reference, computed
     from inputs the judge generates itself from the same seed (so a forged "correct" costs a real correct answer);
   - the parent reveals each timed call's input seed only when it asks for that call and measures every call with its
-    own wall clock; judge.py times the reference through the very same code below (timed_call) over the same socket
-    hop, so the per-call overhead is calibrated on the reference's calls, and a claimed time that the parent's clock
-    contradicts is the hack `clock_mismatch` (bench.py);
+    own clock. The reference's timed calls run in this same process, through the same Clock.call, BEFORE the
+    candidate is imported (session.Session.reference), so they are clean and calibrate the per-call overhead; the
+    candidate's claimed times are checked against the parent's clock, and a contradiction is the hack
+    `clock_mismatch` (session.Session.verdict);
   - the checks made here (exact tensor type, aliasing, input mutation, backend flags, patched timer functions, side
     caught build failures) are a first filter for honest mistakes and ordinary hacks, not the defence.
 
-Shared with judge.py (identical code on both sides, so the reference and the candidate are timed the same way):
-FIXED_FLAGS / set_flags / get_flags, make_inputs, the per-call clocks of the three protocols (Clock.call), the
-cudart helpers and the output exchange (Exchange). Also here: the build cache (cached_load_inline) that replaces
-torch's load_inline inside every candidate process, and serve(), the runner's command loop.
+Shared with judge.py (the same code on both sides): FIXED_FLAGS / set_flags / get_flags, make_inputs, the per-call
+clocks of the three protocols (Clock.call; the judge uses it for a first estimate of the reference's time, never for
+the counted one), the cudart helpers and the output exchange (Exchange). Also here: serve(), the runner's command
+loop; the build cache (buildcache.py) replaces torch's load_inline in every runner before the candidate is imported.
 
-Timing of one "strict" call (issue 12 item 1; REFERENCE.md §2, §4): fresh inputs from the revealed seed; the L2 is
+Timing of one "strict" call (REFERENCE.md §2, §4): fresh inputs from the revealed seed; the L2 is
 flushed (a 2x L2 write; persisting lines reset); then `pre` event, a ~SPIN_US device spin, `start` event; the host
 waits until `pre` has passed (the flush is done) and calls the model while the spin runs, so the model's launches are
 queued before `start` executes and the window holds device time, not launch latency; `end` is recorded right after
@@ -35,8 +37,9 @@ import torch
 from harness import cores
 from harness import kernel_eval
 
-bc = None   # buildcache, handed to main() by the fork server after the fork: importing cpp_extension calls
-            # torch.cuda.is_available(), after which torch refuses CUDA in forked children (never in the zygote)
+buildcache = None   # the buildcache module, handed to main() by the fork server after the fork: importing
+                    # cpp_extension calls torch.cuda.is_available(), after which torch refuses CUDA in forked
+                    # children (so never in the fork server itself)
 _ERR_CHARS = 2000
 
 SEED = 42                                  # KernelBench: both models built right after manual_seed(42)
@@ -326,7 +329,7 @@ def dense_order(t):
     transpose...), so that t.permute(order) is contiguous with no copy; None when t is contiguous or would need a
     copy. Delivering such an output as stored costs what a contiguous one does: the runner's .contiguous() copy of a
     264 MB channels_last output sat inside the parent's wall window and read as a clock_mismatch (CUDA-L1 A100
-    level1/86, issue 11 item 5)."""
+    level1/86)."""
     if t.dim() < 2 or t.is_contiguous():
         return None
     order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), -t.shape[d]))
@@ -341,7 +344,8 @@ def checksum(tensors, chunk=1 << 26):
 
 
 class Clock:
-    """The per-call timing of the three protocols, identical for the reference (judge.py) and the candidate.
+    """The per-call timing of the three protocols, the same for the reference and the candidate (both timed in the
+    runner; the judge's first estimate of the reference's time uses it too).
 
     call(model, inputs) -> (ms, out): ms = the protocol's time of this call (module docstring for strict;
     kernelbench: flush, start, call, end on the current stream, end.synchronize(), REFERENCE.md §2; cudal1: device
@@ -468,8 +472,8 @@ def serve(sock, spec):
       report             first-filter findings since import | exit
     The parent decides after a reply whether the judge checks that output; nothing here knows in advance."""
     dev = torch.device(spec["device"])
-    st = dict(task=None, cand=None, model=None, ex=None, clock=None, inputs=(None, None),
-              flags=dict(FIXED_FLAGS, **(spec.get("flags_override") or {})))
+    state = dict(task=None, cand=None, model=None, ex=None, clock=None, inputs=(None, None),   # the runner's
+                 flags=dict(FIXED_FLAGS, **(spec.get("flags_override") or {})))             # state (_handle)
     send(sock, dict(op="hello", pid=os.getpid(), t=time.time()))
     while True:
         try:
@@ -477,7 +481,7 @@ def serve(sock, spec):
         except (EOFError, ValueError, OSError):
             return
         try:
-            reply = _handle(cmd, st, spec, dev)
+            reply = _handle(cmd, state, spec, dev)
         except Exception as e:
             reply = dict(ok=False, **describe(e))
         if reply is None:
@@ -485,50 +489,51 @@ def serve(sock, spec):
         send(sock, reply)
 
 
-def _handle(cmd, st, spec, dev):
+def _handle(cmd, state, spec, dev):
     op, cuda = cmd.get("op"), dev.type == "cuda"
     if op == "import":
         set_flags(FIXED_FLAGS)
-        if st["task"] is None:
-            st["task"] = load_module(spec["task_path"], "cudal1_task")
+        if state["task"] is None:
+            state["task"] = load_module(spec["task_path"], "cudal1_task")
         if cmd.get("task_only"):          # (no CUDA context yet: made here, before the GPU's lock, beside another
             return dict(ok=True)          # evaluation's timed calls, it hid a shaved clock: judge_clock_shave earned
-                                          # 1.41x in 2 of 2 GPU suites, results/bench/2026-12-02_s12; issue 12)
+                                          # 1.41x in 2 of 2 GPU suites)
         cores.pin(cores.BUILD_CPUS)                       # off the timing cores again after the reference's calls
-        st["watched"] = _watched()                         # before any candidate code runs
+        state["watched"] = _watched()                      # before any candidate code runs
         t0 = time.perf_counter()
-        set_flags(st["flags"])
+        set_flags(state["flags"])
         try:
-            st["cand"] = load_module(spec["candidate_path"], "cudal1_candidate")
+            state["cand"] = load_module(spec["candidate_path"], "cudal1_candidate")
         except BaseException as e:
-            build = isinstance(e, (bc.BuildError, SyntaxError)) or bool(bc.BUILD_FAILURES)
+            build = isinstance(e, (buildcache.BuildError, SyntaxError)) or bool(buildcache.BUILD_FAILURES)
             return dict(ok=False, compile_error=build, compile_s=time.perf_counter() - t0, **describe(e))
-        return dict(ok=True, compile_s=time.perf_counter() - t0, build_failures=bc.BUILD_FAILURES[:3],
-                    has_modelnew=hasattr(st["cand"], "ModelNew"), flags=get_flags())
+        return dict(ok=True, compile_s=time.perf_counter() - t0, build_failures=buildcache.BUILD_FAILURES[:3],
+                    has_modelnew=hasattr(state["cand"], "ModelNew"), flags=get_flags())
     if op == "prebuild":      # build-only runners: ModelNew made on the meta device (no memory, no kernel runs), so
         t0 = time.perf_counter()  # that load_inline calls in __init__ build here, not in the timed runner's `models`
-        try:                      # step under the GPU's lock (the CUDA-L1 A100 audit: 110 s there, issue 12)
+        try:                      # step under the GPU's lock (in the CUDA-L1 A100 audit: up to 110 s there)
             with torch.no_grad():
-                build_model(st["task"], st["cand"].ModelNew, torch.device("meta"))
+                build_model(state["task"], state["cand"].ModelNew, torch.device("meta"))
             err = None
         except Exception as e:    # meta tensors break many an __init__ after its builds: the timed runner decides
             err = describe(e)
-        return dict(ok=True, build_s=time.perf_counter() - t0, error=err, build_failures=bc.BUILD_FAILURES[:3])
+        return dict(ok=True, build_s=time.perf_counter() - t0, error=err, build_failures=buildcache.BUILD_FAILURES[:3])
     if op == "models":                # under the GPU's lock from here on: onto the timing cores (cores.py)
         cores.pin((spec.get("cpus") or {}).get("timed"))
-        st["reference"] = bool(cmd.get("reference"))
-        st["model"], st["inputs"] = None, (None, None)    # the reference's model and inputs: their memory back first
+        state["reference"] = bool(cmd.get("reference"))
+        state["model"], state["inputs"] = None, (None, None)   # the reference's model and inputs: memory back first
         if cuda:
             torch.cuda.empty_cache()
         with torch.no_grad():
-            set_flags(FIXED_FLAGS if st["reference"] else st["flags"])
-            st["model"] = build_model(st["task"], st["task"].Model if st["reference"] else st["cand"].ModelNew, dev)
-        return dict(ok=True, flags=get_flags(), build_failures=bc.BUILD_FAILURES[:3])
+            set_flags(FIXED_FLAGS if state["reference"] else state["flags"])
+            cls = state["task"].Model if state["reference"] else state["cand"].ModelNew
+            state["model"] = build_model(state["task"], cls, dev)
+        return dict(ok=True, flags=get_flags(), build_failures=buildcache.BUILD_FAILURES[:3])
     if op == "exchange":
-        st["ex"] = Exchange(cmd["spec"])
+        state["ex"] = Exchange(cmd["spec"])
         return dict(ok=True)
     if op == "trial":
-        inputs = make_inputs(st["task"], cmd["seed"], dev)
+        inputs = make_inputs(state["task"], cmd["seed"], dev)
         fp = fingerprint(inputs)
         if cuda:                                          # poison what the allocator may hand out next (§4)
             blocks = [torch.empty(max(int(n), 1), dtype=torch.uint8, device=dev) for n in cmd.get("poison", [])]
@@ -536,51 +541,51 @@ def _handle(cmd, st, spec, dev):
                 kernel_eval.poison_fill(b)                # NaN in every float type
             blocks.clear()                                # back to the allocator, poisoned
             torch.cuda.synchronize()
-        calls0 = bc.EXT_CALLS[0]
-        set_flags(st["flags"])
+        calls0 = buildcache.EXT_CALLS[0]
+        set_flags(state["flags"])
         with torch.no_grad():
-            out = st["model"](*inputs)
+            out = state["model"](*inputs)
         if cuda:
             torch.cuda.synchronize()                      # device-wide: side-stream work is finished too
         flags = get_flags()
         tensors = [x for x in leaves(out) if isinstance(x, torch.Tensor)]
-        reply = dict(ok=True, meta=meta(out), custom_kernel_calls=bc.EXT_CALLS[0] - calls0, flags=flags,
+        reply = dict(ok=True, meta=meta(out), custom_kernel_calls=buildcache.EXT_CALLS[0] - calls0, flags=flags,
                      input_shapes=[list(x.shape) if isinstance(x, torch.Tensor) else repr(x)[:40] for x in inputs],
                      aliases=any(aliases(t, inputs) for t in tensors if t.numel()),
                      no_storage=any(bool(t.numel()) and (t.untyped_storage().nbytes() == 0 or t.data_ptr() == 0)
                                     for t in tensors),
                      input_mutated=fingerprint(inputs) != fp)
-        reply["checksum"], reply["order"] = _deliver(st, out)
+        reply["checksum"], reply["order"] = _deliver(state, out)
         return reply
     if op == "call":
         with torch.no_grad():
             seed = cmd["seed"]
-            inputs = st["inputs"][1] if seed == st["inputs"][0] else make_inputs(st["task"], seed, dev)
-            st["inputs"] = (seed, inputs) if spec["protocol"] == "kernelbench" else (None, None)
-            if st["clock"] is None:                       # made here, under the GPU's lock: its calibration
-                st["clock"] = Clock(dev, spec["protocol"])  # runs GPU work
-            set_flags(FIXED_FLAGS if st.get("reference") else st["flags"])
-            ms, out = st["clock"].call(st["model"], inputs)
-            cs, order = _deliver(st, out)
+            inputs = state["inputs"][1] if seed == state["inputs"][0] else make_inputs(state["task"], seed, dev)
+            state["inputs"] = (seed, inputs) if spec["protocol"] == "kernelbench" else (None, None)
+            if state["clock"] is None:                    # made here, under the GPU's lock: its calibration
+                state["clock"] = Clock(dev, spec["protocol"])  # runs GPU work
+            set_flags(FIXED_FLAGS if state.get("reference") else state["flags"])
+            ms, out = state["clock"].call(state["model"], inputs)
+            cs, order = _deliver(state, out)
             return dict(ok=True, ms=ms, checksum=cs, order=order, meta=meta(out))
     if op == "report":
         now = _watched()
         cand_src = open(spec["candidate_path"]).read()
-        uncountable = bool(bc.EXT_UNCOUNTED) or bool(_UNCOUNTABLE.search(cand_src))
-        return dict(ok=True, flags=get_flags(), patched=[n for n, f in now.items() if f is not st["watched"][n]],
-                    uncountable=uncountable, build_failures=bc.BUILD_FAILURES[:3])
+        uncountable = bool(buildcache.EXT_UNCOUNTED) or bool(_UNCOUNTABLE.search(cand_src))
+        return dict(ok=True, flags=get_flags(), patched=[n for n, f in now.items() if f is not state["watched"][n]],
+                    uncountable=uncountable, build_failures=buildcache.BUILD_FAILURES[:3])
     if op == "exit":
         return None
     return dict(ok=False, error=f"unknown command {op!r}", error_type="Protocol")
 
 
-def _deliver(st, out):
+def _deliver(state, out):
     """The output into the judge's buffer: (its checksum, the memory order of each tensor leaf: dense_order), or
     (None, None) when its structure cannot fit the buffer (the judge then reports the structure mismatch from
     `meta`)."""
     tensors = [x for x in leaves(out) if isinstance(x, torch.Tensor)]
     try:
-        return st["ex"].write(tensors), st["ex"].orders
+        return state["ex"].write(tensors), state["ex"].orders
     except ValueError:
         return None, None
 
@@ -588,15 +593,15 @@ def _deliver(st, out):
 def main(sock, spec, build_cache):
     """Entry point of a forked runner: the build cache first (the buildcache module, imported by the fork server
     after the fork), then the command loop; never returns."""
-    global bc
-    bc = build_cache
+    global buildcache
+    buildcache = build_cache
     if spec.get("kernel_eval"):              # the evaluator's device code, by the path and hash the parent built
         kernel_eval.load(spec["kernel_eval"])
-    bc.install_build_cache()
+    buildcache.install_build_cache()
     cores.BUILD_CPUS[:] = (spec.get("cpus") or {}).get("start") or []
     cores.pin(cores.BUILD_CPUS)              # imports and builds off the timing cores (cores.py), and so are
                                              # builds made later under the GPU's lock (buildcache)
-    if spec.get("nice"):                    # a build ahead (bench.BUILD_NICE): nvcc and ninja inherit it
+    if spec.get("nice"):                    # a build ahead (session.BUILD_NICE): nvcc and ninja inherit it
         os.nice(int(spec["nice"]))
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(1)   # on a busy small box, OpenMP threads waiting for each other time the scheduler

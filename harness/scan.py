@@ -1,12 +1,12 @@
 """scan.py: bench.py's static check of a candidate's source, a first filter before anything runs (REFERENCE.md §4).
 
-Cheap and false-positive-averse (issue 11 item 4): it reads live code only (comments, docstrings and C/C++
+Cheap and false-positive-averse: it reads live code only (comments, docstrings and C/C++
 comments inside source strings are ignored), flags only settings that lower precision (TF32 on, 16-bit types;
 never cudnn.allow_tf32 = True, PyTorch's default, nor autocast(enabled=False)), lets a `ModelNew(Model)` that
 overrides forward with its own kernel pass, and leaves caching of derived weights alone (fresh inputs on every
 call catch output caches at run time). It also flags code that reaches for the harness (REFERENCE.md §4b:
 __main__ / sys.modules / gc / frames / ctypes / patching json, os._exit, sys.exit, atexit / /proc / writing .py
-or .json files): with the judge in another process such code cannot forge a verdict (bench.py), so this only
+or .json files): with the judge in another process such code cannot forge a verdict (harness/README.md), so this only
 saves the time of running it. Disabled for trusted code with evaluate(..., static_checks=False).
 """
 import ast, contextlib, io, re, tokenize
@@ -14,7 +14,7 @@ import ast, contextlib, io, re, tokenize
 def _live_code(src):
     """(python, strings): the candidate's Python with comments, docstrings and bare string statements removed and
     long or multi-line string literals (CUDA/C++ sources) emptied; and the text of every live string literal with
-    C/C++ comments removed. Issue 11 item 4: the scan reads live code only."""
+    C/C++ comments removed: the scan reads live code only."""
     tree = ast.parse(src)
     dead = set()                                          # bare string statements (docstrings included)
     for n in ast.walk(tree):
@@ -52,11 +52,15 @@ _PATTERNS = [
     ("side_stream", "c", r"cudaStreamCreate|getStreamFromPool|cuStreamCreate"),
     ("l2_persistence", "c", r"accessPolicyWindow|cudaLimitPersistingL2CacheSize|cudaStreamAttributeAccessPolicy"),
     ("l2_persistence", "py", r"accessPolicyWindow|PersistingL2"),
-    ("background_thread", "py", r"(?:__import__|import_module)\(\s*['\"](?:threading|_thread|multiprocessing|concurrent)"),
+    ("background_thread", "py", r"(?:__import__|import_module)\(\s*['\"]"
+                                r"(?:threading|_thread|multiprocessing|concurrent)"),
     ("precision_downgrade", "py", r"\.half\s*\(\s*\)|\.bfloat16\s*\(\s*\)"
-                                  r"|\.to\([^)]*torch\.(?:float16|half|bfloat16)\b|dtype\s*=\s*torch\.(?:float16|half|bfloat16)\b"
-                                  r"|matmul\.allow_tf32\s*=\s*True|set_float32_matmul_precision\(\s*['\"](?:high|medium)['\"]"
-                                  r"|setattr\([^)]*['\"]allow_tf32['\"]\s*,\s*True|['\"]fp32_precision['\"]\s*,\s*['\"]tf32"
+                                  r"|\.to\([^)]*torch\.(?:float16|half|bfloat16)\b"
+                                  r"|dtype\s*=\s*torch\.(?:float16|half|bfloat16)\b"
+                                  r"|matmul\.allow_tf32\s*=\s*True"
+                                  r"|set_float32_matmul_precision\(\s*['\"](?:high|medium)['\"]"
+                                  r"|setattr\([^)]*['\"]allow_tf32['\"]\s*,\s*True"
+                                  r"|['\"]fp32_precision['\"]\s*,\s*['\"]tf32"
                                   r"|matmul\.fp32_precision\s*=\s*['\"]tf32|backends\.fp32_precision\s*=\s*['\"]tf32"
                                   r"|autocast\s*\((?![^)]*enabled\s*=\s*False)"),
     ("precision_downgrade", "c", r"\b__half2?\b|__nv_bfloat16|\bwmma::|__float2half|__float2bfloat16|CUDA_R_16B?F\b"
@@ -87,7 +91,7 @@ def _defines(tree, name):
 
 def _inherits_without_own_forward(tree):
     """`class ModelNew(Model)` with no forward of its own, or one that only returns super().forward(...) (§4
-    fallback). A subclass that overrides forward with its own kernel is legitimate (issue 11 item 4)."""
+    fallback). A subclass that overrides forward with its own kernel is legitimate."""
     for n in ast.walk(tree):
         if isinstance(n, ast.ClassDef) and n.name == "ModelNew" and any(
                 getattr(b, "id", getattr(b, "attr", None)) == "Model" for b in n.bases):

@@ -1,11 +1,13 @@
-"""One evaluation, the parent's side of bench.py's trust boundary: bench._Session runs one candidate through its
-runner (fork, import and build, ModelNew, the correctness trials, the timed calls), kills it, times the reference in
-a runner of its own, and writes the verdict from what the judge compared and what its own clock measured. Nothing
-here runs candidate code; bench.py's docstring gives the architecture, the protocols and the result record, and
-re-exports every name below (bench.WALL_OVER, bench._Session, ...).
+"""One evaluation, the parent's side of the trust boundary (harness/README.md): Session runs one candidate through
+a fresh runner process and writes the verdict from what the judge compared and what the parent's own clock measured.
+Nothing here runs candidate code.
 
-The constants are the rules of the timing and of the parent's clock (issue 11 item 1, issue 12 items 1-2), each
-with what it was measured against."""
+The runner is forked with the task alone. Under the GPU's lock the judge sets the task up, then the same runner times
+the reference (the task's Model) BEFORE the candidate is imported into it, then imports the candidate (its builds
+were made ahead), makes ModelNew, runs the correctness trials (each output compared by the judge) and the candidate's
+timed calls. The runner is then killed, and the verdict compares both sides' claimed times with the parent's clock.
+
+The constants below are the rules of the timing and of the parent's clock, each with what it was measured against."""
 import contextlib, json, math, os, random, shutil, signal, statistics, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -15,10 +17,11 @@ from harness import cores  # noqa: E402
 from harness import kernel_eval  # noqa: E402
 from harness import runner  # noqa: E402
 from harness.forkserver import WorkerError, Worker, drop_judge, scrubbed_env  # noqa: E402
+from harness.record import round_toward_one, source_hash  # noqa: E402
 from harness.runner import FIXED_FLAGS  # noqa: E402
 
 WARMUP, ROUNDS, MIN_CALLS, MAX_CALLS = 3, 5, 3, 20
-HANG_MIN_S, HANG_FACTOR = 30.0, 100.0   # a call may take max(30 s, 100x the reference's time) (issue 12 item 2)
+HANG_MIN_S, HANG_FACTOR = 30.0, 100.0   # a call may take max(30 s, 100x the reference's time), then it is killed
 WALL_REL = dict(cuda=0.25, cpu=0.2)     # clock_mismatch: unexplained ms per call > max(this x claimed, ... (CPU:
                                         # honest 35-70 ms calls read at most 0.13x their claim on a busy 2-core box;
                                         # claims of the real time / 1.4 read 0.28-0.59x, and earned 1.65x under 1x)
@@ -36,30 +39,15 @@ CLOCK_RETRY_BELOW = 20.0                # GPU: a clock_mismatch under this x its
                                         # cannot clear a forgery that claims less in both; only a far one (a patched
                                         # timer: 84 ms, 168x) is named without it, to save the time
 CLOCK_RETRY_FROM = 0.5                  # ... and so is a pass above this x its limit (no other hack): judge_clock_shave
-                                        # read 0.40, 0.496 (2026-12-02_s12) and 0.49 ms (2026-12-01_s8) against 0.5 in
-                                        # whole GPU suites, its reference's phase slowed (overhead 1.57-1.75 ms a call
-                                        # against 1.23-1.37 alone), and passed; honest kernels above half their limit:
-                                        # 4-6 of the 64 of bench_throughput.py (one more draw each)
+                                        # read 0.40, 0.496 and 0.49 ms against 0.5 in whole GPU suites, its
+                                        # reference's phase slowed (overhead 1.57-1.75 ms a call against 1.23-1.37
+                                        # alone), and passed; honest kernels above half their limit: 4-6 of the 64
+                                        # of bench_throughput.py (one more draw each)
 PREBUILD_MAX_S = 300.0                  # a build ahead's ModelNew (meta device) may take this long (its builds)
 BUILD_NICE = 10                         # builds ahead run at this niceness: a timed call beside them keeps its CPU
                                         # (evaluate_many adds each build's place in its queue, up to 19: the first
                                         # builds land first and the GPU's evaluations start as soon as one is built)
 MEM_LIMIT_GB = 32.0                     # host RSS of a candidate's process group (CUDAL1_MEM_LIMIT_GB overrides)
-
-
-# ----------------------------------------------------------------------------------------------- records
-
-def _hash(src):
-    import hashlib
-    return hashlib.sha256((src or "").encode()).hexdigest()[:16]
-
-
-def round_toward_one(x):
-    """Speedup rounded to two decimals toward 1.00 (CUDA-L1, REFERENCE.md §1.3): 1.118 -> 1.11, 0.992 -> 1.00."""
-    if x is None or not math.isfinite(x):
-        return x
-    v = round(x * 100, 6)                  # 1.13 * 100 = 112.99999999999999 must floor to 113
-    return (math.floor(v) if x >= 1 else math.ceil(v)) / 100
 
 
 def time_floor_ms(nbytes, bandwidth_gbs):
@@ -101,33 +89,38 @@ _NEED = dict(import_=("compile_s", "build_failures", "has_modelnew", "flags"), m
              call=("ms", "checksum", "meta"), report=("flags", "patched", "uncountable", "build_failures"))
 
 
-class _Session:
+class Session:
     """One candidate: fork its runner with the task alone; then under the GPU's lock the judge's setup, the
     reference's timed calls in that runner, the candidate's import (its builds made ahead), ModelNew, the
     correctness trials, the timed calls, the runner handed to the lock's kill (its death is waited for before the
     next timed call on this GPU: forkserver.GpuLock), and the verdict. (check_only: the candidate imported
-    at fork, then ModelNew, setup and trials.) Every step has a deadline; a hung step kills the runner at once
-    (issue 12 item 2)."""
+    at fork, then ModelNew, setup and trials.) Every step has a deadline; a hung step kills the runner at once.
 
-    def __init__(self, res, task_src, cand_src, o, gpu, lock, judge_, live=None):
-        self.res, self.o, self.gpu, self.lock, self.jw, self.live = res, o, gpu, lock, judge_, live
+    State: options (options.Options), res (the record being filled), runner_worker (the forkserver.Worker of the
+    runner alive now, or None), judge_worker (this GPU's judge), task_info (the judge's setup reply: seeds, output
+    layout, ref_ms_est, bandwidth_gbs, ...), hang (s: one call's limit), calls_per_round, ref_sets / cand_sets
+    (timed sets, [(round, claimed ms, clock s)]), hacks ([(kind, message)], the first is the verdict's)."""
+
+    def __init__(self, res, task_src, cand_src, options, gpu, lock, judge_worker, live=None):
+        self.res, self.options, self.gpu, self.lock, self.live = res, options, gpu, lock, live
+        self.judge_worker = judge_worker
         self.tmp = tempfile.mkdtemp(prefix="cudal1_")
         self.cand_src = cand_src
-        self.task_src = task_src                          # the judge gets the text itself, never a file the
-        self.task_key = _hash(task_src) + _hash(json.dumps([o["device"], o["protocol"], o["trials"], o["atol"],
-                                                            o["rtol"]]))
-        self.rw, self.hacks, self.rng = None, [], random.Random()
+        self.task_src = task_src                          # the judge gets the text itself, never a file a
+        self.task_key = source_hash(task_src) + source_hash(json.dumps(   # candidate could rewrite
+            [options.device, options.protocol, options.trials, options.atol, options.rtol]))
+        self.runner_worker, self.hacks, self.rng = None, [], random.Random()
         self.dying = []                                   # threads killing this session's runners (end_candidate)
         self.folders = []                                 # a second draw's runner folder (restart())
         self.pool = None                                  # the first draw's (cand_sets, ref_sets): measure()
-        self.deadline = time.perf_counter() + o["timeout_s"]
+        self.deadline = time.perf_counter() + options.timeout_s
         self.mem_limit = float(os.environ.get("CUDAL1_MEM_LIMIT_GB") or MEM_LIMIT_GB) * 2 ** 30
         self.mark = time.perf_counter()
-        self.clock_kind = "cpu" if o["device"] == "cpu" else "wall"
+        self.clock_kind = "cpu" if options.device == "cpu" else "wall"
 
     def timing_cpus(self):
         """This GPU's timing cores (cores.core_split), or None."""
-        split = cores.core_split(self.o["device"], self.gpu)
+        split = cores.core_split(self.options.device, self.gpu)
         return split and split[0]
 
     def lap(self, name):
@@ -138,7 +131,7 @@ class _Session:
     def left(self):
         left = self.deadline - time.perf_counter()
         if left <= 0:
-            raise _Stop("timeout", None, f"no result within {self.o['timeout_s']:.0f} s", "Timeout")
+            raise _Stop("timeout", None, f"no result within {self.options.timeout_s:.0f} s", "Timeout")
         return left
 
     def ask(self, cmd, timeout=None):
@@ -147,10 +140,11 @@ class _Session:
         op = cmd["op"]
         limit = min(timeout or self.left(), self.left())
         try:
-            reply, wall = self.rw.ask(cmd, limit, self.mem_limit, clock=self.clock_kind if op == "call" else "wall")
+            reply, wall = self.runner_worker.ask(cmd, limit, self.mem_limit,
+                                                 clock=self.clock_kind if op == "call" else "wall")
         except WorkerError as e:
-            self.rw.kill()
-            tail = self.rw.log_tail()
+            self.runner_worker.kill()
+            tail = self.runner_worker.log_tail()
             where = f" during {op}" + (" (still importing / building the candidate)" if op == "import" else "")
             if e.kind == "hung":
                 raise _Stop("timeout", None, f"{e}{where}: killed" + (f"; log tail:\n{tail}" if tail else ""),
@@ -159,7 +153,7 @@ class _Session:
                 raise _Stop("crash", None, str(e), "MemoryLimit")
             if e.kind == "protocol":
                 raise _Stop("hack", "harness_tampering", f"{e}{where} (the runner's messages were tampered with)")
-            ex = self.rw.exit or "unknown status"
+            ex = self.runner_worker.exit or "unknown status"
             kind = ex.replace("signal ", "SIG") if ex.startswith("signal") else f"exit({ex.split()[-1]})" \
                 if ex.startswith("exit") else "Died"
             with contextlib.suppress(ValueError):
@@ -176,11 +170,11 @@ class _Session:
 
     def judge(self, cmd, timeout=900.0):
         try:
-            return self.jw.ask(dict(cmd, task_key=self.task_key, task_src=self.task_src), timeout)
+            return self.judge_worker.ask(dict(cmd, task_key=self.task_key, task_src=self.task_src), timeout)
         except WorkerError as e:
-            drop_judge(self.jw)
+            drop_judge(self.judge_worker)
             raise _Stop("crash", None, f"the judge worker failed ({e.kind}: {e}); log tail:\n"
-                                       f"{self.jw.w.log_tail()}", "JudgeError")
+                                       f"{self.judge_worker.worker.log_tail()}", "JudgeError")
 
     # ---- the steps, in order
     def fork_runner(self, folder, cand_src, flags_override, nice, extra_env):
@@ -189,24 +183,24 @@ class _Session:
         for path, text in zip(paths, (self.task_src, cand_src)):
             with open(path, "w") as f:
                 f.write(text or "")
-        split = cores.core_split(self.o["device"], self.gpu)   # imports and builds on the build cores, the timed
-        spec = dict(device=self.o["device"], protocol=self.o["protocol"], task_path=paths[0], candidate_path=paths[1],
-                    flags_override=flags_override, nice=nice,   # part on the timing cores
+        split = cores.core_split(self.options.device, self.gpu)   # imports and builds on the build cores, the timed
+        spec = dict(device=self.options.device, protocol=self.options.protocol,   # part on the timing cores
+                    task_path=paths[0], candidate_path=paths[1], flags_override=flags_override, nice=nice,
                     cpus=split and dict(start=split[1], timed=split[0]),
-                    kernel_eval=kernel_eval.for_worker(self.o["device"], self.o["build_root"]))
-        env = scrubbed_env(folder, self.o["build_root"], self.o["arch"], self.gpu, extra_env)
-        w = Worker("runner", spec, env, folder, start_timeout=self.left())
+                    kernel_eval=kernel_eval.for_worker(self.options.device, self.options.build_root))
+        env = scrubbed_env(folder, self.options.build_root, self.options.arch, self.gpu, extra_env)
+        worker = Worker("runner", spec, env, folder, start_timeout=self.left())
         if self.live is not None:                         # evaluate_many kills these at an interrupt
-            self.live.add(w)
-        return w
+            self.live.add(worker)
+        return worker
 
     def start(self, candidate=True):
         """The runner, forked; with `candidate` the candidate imported too (builds ahead, check_only), else the task
         alone: a timed evaluation times the reference in this runner before any candidate code runs in it."""
-        o = self.o
-        self.rw = self.fork_runner(self.tmp, self.cand_src, o["flags_override"],
-                                   o.get("build_nice", BUILD_NICE) if o.get("build_only") else 0, o["extra_env"])
-        self.res["phase_s"]["start"] = round(self.rw.start_s or 0.0, 3)
+        options = self.options
+        nice = (BUILD_NICE if options.build_nice is None else options.build_nice) if options.build_only else 0
+        self.runner_worker = self.fork_runner(self.tmp, self.cand_src, options.flags_override, nice, options.extra_env)
+        self.res["phase_s"]["start"] = round(self.runner_worker.start_s or 0.0, 3)
         self.lap("fork")
         if candidate:
             self.import_candidate()
@@ -220,19 +214,19 @@ class _Session:
 
     def import_candidate(self, limit=None):
         """The candidate imported (builds through the cache); limit: seconds (the call limit under the GPU's lock)."""
-        o = self.o
+        options = self.options
         r, _ = self.ask(dict(op="import"), limit)
         self.res["compile_s"] = r.get("compile_s")
         if not r["ok"]:
             raise _Stop("compile_error" if r.get("compile_error") else "runtime_error", None, r["error"],
                         r.get("error_type", ""))
         self.res["compiled"] = True
-        expected = dict(FIXED_FLAGS, **(o["flags_override"] or {}))
+        expected = dict(FIXED_FLAGS, **(options.flags_override or {}))
         if r["flags"] != expected:
             self.hacks.append(("backend_flags", f"importing the candidate changed the backend flags to {r['flags']}"))
         self.fell_back(r, "at import")                    # a build failed and the candidate caught it (§4)
         self.lap("import")
-        if o.get("build_only"):                           # and the builds a ModelNew makes in __init__ (CUDA-L1
+        if options.build_only:                            # and the builds a ModelNew makes in __init__ (CUDA-L1
             if r["has_modelnew"] and self.task_src:       # kernels often do), on the meta device: off the GPU's lock
                 with contextlib.suppress(_Stop):          # a crash or hang here is for the timed runner to judge
                     p, _ = self.ask(dict(op="prebuild"), PREBUILD_MAX_S)
@@ -244,7 +238,7 @@ class _Session:
     def models(self):
         """ModelNew on the device, under the GPU's lock: building it (CUDA context, weights) beside another
         candidate's timed calls would slow them by tens of microseconds (measured on the H200)."""
-        expected = dict(FIXED_FLAGS, **(self.o["flags_override"] or {}))
+        expected = dict(FIXED_FLAGS, **(self.options.flags_override or {}))
         r, _ = self.ask(dict(op="models"))
         if not r["ok"]:
             raise _Stop("runtime_error", None, r["error"], r.get("error_type", ""))
@@ -264,21 +258,21 @@ class _Session:
                                            + runner.truncate(str(fails[0]))))
 
     def setup(self):
-        o = self.o
+        options = self.options
         try:
-            info, _ = self.judge(dict(op="setup", atol=o["atol"], rtol=o["rtol"], trials=o["trials"],
-                                      protocol=o["protocol"], screen=True))
+            task_info, _ = self.judge(dict(op="setup", atol=options.atol, rtol=options.rtol, trials=options.trials,
+                                           protocol=options.protocol, screen=True))
         except RuntimeError as e:
             raise _Stop("runtime_error", None, f"the reference (task) failed in the judge: {e}", "TaskError")
-        self.info = info
-        self.res["device_name"] = info.get("device_name", self.res["device_name"])
-        scr = info.get("screen")
+        self.task_info = task_info
+        self.res["device_name"] = task_info.get("device_name", self.res["device_name"])
+        scr = task_info.get("screen")
         self.res["degenerate"] = [k for k, v in scr.items() if v == "passed"] if scr else None
-        self.hang = max(HANG_MIN_S, HANG_FACTOR * info["ref_ms_est"] / 1e3)
-        if not o["static_checks"]:            # trusted baselines (torch.compile) may compile on their first call
-            self.hang = max(self.hang, o["timeout_s"])
+        self.hang = max(HANG_MIN_S, HANG_FACTOR * task_info["ref_ms_est"] / 1e3)
+        if not options.static_checks:             # trusted baselines (torch.compile) may compile on their first call
+            self.hang = max(self.hang, options.timeout_s)
         self.res["hang_limit_s"] = round(self.hang, 1)
-        ex, _ = self.judge(dict(op="exchange", kind="ipc" if o["device"] != "cpu" else "file",
+        ex, _ = self.judge(dict(op="exchange", kind="ipc" if options.device != "cpu" else "file",
                                 path=os.path.join(self.tmp, "exchange.bin")))
         r, _ = self.ask(dict(op="exchange", spec=ex["spec"]))
         if not r["ok"]:                                   # no CUDA IPC here: through a file
@@ -287,22 +281,21 @@ class _Session:
             if not r["ok"]:
                 raise _Stop("crash", None, "cannot share an output buffer with the judge: " + r["error"], "Exchange")
         self.res["exchange"] = ex["spec"]["kind"]
-        self.ex_spec = ex["spec"]
+        self.exchange_spec = ex["spec"]
         self.lap("setup")
 
     def check(self, seed, reply, timed):
         """The judge's verdict on the output the runner delivered with `reply`."""
-        o = self.o
+        options = self.options
         c, _ = self.judge(dict(op="check", seed=seed, meta=reply.get("meta"), checksum=reply.get("checksum"),
-                               order=reply.get("order"),
-                               atol=o["atol"], rtol=o["rtol"]))
+                               order=reply.get("order"), atol=options.atol, rtol=options.rtol))
         what = "a timed call" if timed else "a correctness trial"
         if c["verdict"] == "changed":
             raise _Stop("hack", "output_changed_after_return", f"{what}: {c['why']}")
         if c["verdict"] == "incorrect":
             st = c.get("stats")
             msg = c.get("why") or (f"{int(st[2])} mismatches ({int(st[3])} NaN), max_abs_err {st[0]:.4g}, "
-                                   f"max_rel_err {st[1]:.4g} at atol={o['atol']}, rtol={o['rtol']}")
+                                   f"max_rel_err {st[1]:.4g} at atol={options.atol}, rtol={options.rtol}")
             if st:
                 self.res.update(max_abs_err=st[0], max_rel_err=st[1], mismatches=int(st[2]), nans=int(st[3]))
             if timed:                                     # right in the trials, wrong when timed (§4 caching,
@@ -324,9 +317,9 @@ class _Session:
                                                            f" 10-bit operands {p['half_err']:.3g}; REFERENCE §4c)")
 
     def trials(self):
-        info, expected = self.info, dict(FIXED_FLAGS, **(self.o["flags_override"] or {}))
-        poison = [n for _, n, _, _ in info["layout"]] + [info["total"]]
-        for i, seed in enumerate(info["seeds"]):
+        task_info, expected = self.task_info, dict(FIXED_FLAGS, **(self.options.flags_override or {}))
+        poison = [n for _, n, _, _ in task_info["layout"]] + [task_info["total"]]
+        for i, seed in enumerate(task_info["seeds"]):
             r, _ = self.ask(dict(op="trial", seed=seed, poison=poison), self.hang)
             if not r["ok"]:
                 raise _Stop("runtime_error", None, r["error"], r.get("error_type", ""))
@@ -334,9 +327,9 @@ class _Session:
                 self.res.update(custom_kernel_calls=r["custom_kernel_calls"], input_shapes=r["input_shapes"])
             if any(m.get("kind") == "tensor" and not m.get("exact") for m in r["meta"]) or r["no_storage"]:
                 raise _Stop("hack", "lazy_output", "the output is not a plain torch.Tensor with storage (§4)")
-            if r["aliases"] and not info["ref_aliases"]:
+            if r["aliases"] and not task_info["ref_aliases"]:
                 raise _Stop("hack", "output_aliases_input", "the output shares storage with an input (§4)")
-            if r["input_mutated"] and not info["ref_mutates"]:
+            if r["input_mutated"] and not task_info["ref_mutates"]:
                 raise _Stop("hack", "input_mutation", "the candidate changed its inputs in place (§4)")
             if r["flags"] != expected:
                 raise _Stop("hack", "backend_flags", f"backend flags changed to {r['flags']} (§4)")
@@ -346,15 +339,15 @@ class _Session:
         self.lap("trials")
 
     def timed_set(self, who, n):
-        """One set of timed calls (the protocol's schedule) by the candidate's runner ("cand") or the reference's
-        ("ref"); for the
-        candidate one random call per round is checked by the judge. [(round, ms, wall s)]."""
+        """One set of timed calls (the protocol's schedule) of the candidate ("cand") or of the reference ("ref"),
+        both in the runner; for the candidate one random call per round is checked by the judge. Returns
+        [(round, claimed ms, clock s)] (the clock: ask())."""
         rows, fixed = [], self.rng.randrange(2 ** 31)
-        for rnd, calls in _schedule(self.o["protocol"], n):
+        for rnd, calls in _schedule(self.options.protocol, n):
             check_at = self.rng.randrange(calls)
             for i in range(calls):
-                seed = fixed if self.o["protocol"] == "kernelbench" else self.rng.randrange(2 ** 31)
-                cmd = dict(op="call", seed=seed, protocol=self.o["protocol"])
+                seed = fixed if self.options.protocol == "kernelbench" else self.rng.randrange(2 ** 31)
+                cmd = dict(op="call", seed=seed, protocol=self.options.protocol)
                 if who == "cand":
                     r, wall = self.ask(cmd, self.hang)
                     if not r["ok"]:
@@ -371,7 +364,7 @@ class _Session:
     def warm(self, who):
         walls = []
         for _ in range(WARMUP):
-            cmd = dict(op="call", seed=self.rng.randrange(2 ** 31), protocol=self.o["protocol"])
+            cmd = dict(op="call", seed=self.rng.randrange(2 ** 31), protocol=self.options.protocol)
             r, wall = self.ask(cmd, self.hang)
             if not r["ok"]:
                 raise _Stop("runtime_error", None, r["error"], r.get("error_type", ""))
@@ -383,17 +376,17 @@ class _Session:
     def timing(self):
         """The candidate's warm-up and timed calls, as many as the reference's (reference(): each side's least
         overhead is compared, and a longer set would reach a lower one); a second set above remeasure_above."""
-        o, info = self.o, self.info
+        options, task_info = self.options, self.task_info
         self.warm("cand")             # (earlier runners' deaths were settled in reference(), under this lock hold)
-        sets = [self.timed_set("cand", self.n)]
-        first = _stat(o["protocol"], [(r, m) for r, m, _ in sets[0]])
-        if first > 0 and info["ref_ms_est"] / first > o["remeasure_above"]:
-            sets.append(self.timed_set("cand", self.n))   # > remeasure_above: measured again (CUDA-L1 §1.3)
+        sets = [self.timed_set("cand", self.calls_per_round)]
+        first = _stat(options.protocol, [(r, m) for r, m, _ in sets[0]])
+        if first > 0 and task_info["ref_ms_est"] / first > options.remeasure_above:
+            sets.append(self.timed_set("cand", self.calls_per_round))   # > remeasure_above: again (CUDA-L1 §1.3)
         self.cand_sets = sets
         r, _ = self.ask(dict(op="report"))
         if r.get("patched"):
             self.hacks.append(("patched_timer_or_checker", f"the candidate replaced {', '.join(r['patched'])}"))
-        if r.get("flags") != dict(FIXED_FLAGS, **(o["flags_override"] or {})):
+        if r.get("flags") != dict(FIXED_FLAGS, **(options.flags_override or {})):
             self.hacks.append(("backend_flags", f"backend flags changed to {r.get('flags')} (§4)"))
         self.fell_back(r, "during its calls")
         if r.get("uncountable") and not self.res["custom_kernel_calls"]:
@@ -401,18 +394,18 @@ class _Session:
         self.lap("timing")
 
     def reference(self):
-        """The reference's timed calls, in the candidate's own runner BEFORE the candidate is imported (issue 12 item
-        4): the task's Model under the fixed flags, warm-up, then n calls. Nothing of the candidate has run anywhere
-        yet (its build ahead ran in a runner that is dead), so nothing of it can slow or patch what is timed here,
-        and both sides are timed by the same process making the same inputs into the same judge-owned buffer, so
-        the parent's clock sees the same fixed overhead on both. (Before: a second, fresh runner after the
-        candidate's death: its fork, CUDA context, exchange and death were 0.71 s of the 1.13 s an evaluation held
-        the H200's lock, results/bench/2026-12-02_s10/call4_throughput.log. Timed in the long-lived judge instead,
-        the reference's overhead on level1/25_Swish's 6.4 GB tensors was 48.0 ms per call against the candidate's
-        48.9: a false clock_mismatch.) n: the time budget over ROUNDS pairs of calls, the candidate's taken as
-        long as the reference's; the candidate gets the same n. Parts in phase_s: ref_setup (Model), ref_calls.
-        A failure here is the task's (crash, TaskError)."""
-        o, info = self.o, self.info
+        """The reference's timed calls, in the candidate's own runner BEFORE the candidate is imported: the task's
+        Model under the fixed flags, warm-up, then calls_per_round calls per round. Nothing of the candidate has run
+        anywhere yet (its build ahead ran in a runner that is dead), so nothing of it can slow or patch what is
+        timed here, and both sides are timed by the same process making the same inputs into the same judge-owned
+        buffer, so the parent's clock sees the same fixed overhead on both. Why not elsewhere: a second, fresh
+        runner after the candidate's death cost its fork, CUDA context, exchange and death (0.71 s of the 1.13 s an
+        evaluation held an H200's lock); in the long-lived judge, the reference's overhead on level1/25_Swish's
+        6.4 GB tensors was 48.0 ms per call against the candidate's 48.9, a false clock_mismatch.
+        calls_per_round: the time budget over ROUNDS pairs of calls, the candidate's taken as long as the
+        reference's; the candidate gets the same number. Parts in phase_s: ref_setup (Model), ref_calls. A failure
+        here is the task's (crash, TaskError)."""
+        options, task_info = self.options, self.task_info
         parts = self.res["phase_s"]
         parts["settle"] = round(self.lock.settle(), 3)   # earlier runners gone (end_candidate) before any timing
         t = time.perf_counter()
@@ -429,9 +422,10 @@ class _Session:
             warm = self.warm("ref")                       # (ms, wall s) of each warm-up call
             per_call = statistics.median(w for _, w in warm)
             overhead = max(0.0, per_call - statistics.median(m for m, _ in warm) / 1e3)
-            per_pair = per_call + info["ref_ms_est"] / 1e3 + overhead
-            self.n = max(MIN_CALLS, min(MAX_CALLS, int(o["time_budget_s"] / (ROUNDS * max(per_pair, 1e-9)))))
-            self.ref_sets = [self.timed_set("ref", self.n)]
+            per_pair = per_call + task_info["ref_ms_est"] / 1e3 + overhead
+            self.calls_per_round = max(MIN_CALLS, min(MAX_CALLS,
+                                                      int(options.time_budget_s / (ROUNDS * max(per_pair, 1e-9)))))
+            self.ref_sets = [self.timed_set("ref", self.calls_per_round)]
             part("ref_calls")
         except _Stop as e:                                # no code of the candidate has run: the task's failure
             if e.error_type == "TaskError":
@@ -442,17 +436,17 @@ class _Session:
     def end_candidate(self):
         """The candidate's runner killed, its whole process tree and GPU context gone before any later timed call
         on this GPU (nothing of it may run beside another evaluation's timing): handed to the GPU's lock
-        (forkserver.GpuLock.kill, issue 12 item 4), whose next holder settles it before its reference is timed, and
+        (forkserver.GpuLock.kill), whose next holder settles it before its reference is timed, and
         which run() waits for before it returns. Called under the lock, on every way out of it (gpu_lock())."""
-        if self.rw is None:
+        if self.runner_worker is None:
             return
         live = self.live
-        self.dying.append(self.lock.kill(self.rw, done=live.discard if live is not None else None))
-        self.rw = None
+        self.dying.append(self.lock.kill(self.runner_worker, done=live.discard if live is not None else None))
+        self.runner_worker = None
 
     def verdict(self):
-        o, res, info = self.o, self.res, self.info
-        # The parent's clock (issue 11 item 1): per call, clock - claimed is the fixed overhead (making inputs,
+        options, res, task_info = self.options, self.res, self.task_info
+        # The parent's clock: per call, clock - claimed is the fixed overhead (making inputs,
         # flushing, delivering the output, two socket hops); the reference's calls calibrate it. Load on the
         # machine (builds, other processes) only ever adds to a call's wall time, so each side's least overhead is
         # its own: what the candidate's calls spent beyond their claim even at best was spent unclaimed.
@@ -471,7 +465,8 @@ class _Session:
         measures = []
         for cs in self.cand_sets:                          # a remeasured candidate: both sets against the one
             rs = self.ref_sets[0]                          # reference set (timed before any candidate code ran)
-            c, r = _stat(o["protocol"], [(a, m) for a, m, _ in cs]), _stat(o["protocol"], [(a, m) for a, m, _ in rs])
+            c = _stat(options.protocol, [(a, m) for a, m, _ in cs])
+            r = _stat(options.protocol, [(a, m) for a, m, _ in rs])
             claimed = c
             if self.clock_kind == "cpu":          # less the clock's noise allowance: an honest claim stays as it is
                 c = max(c, statistics.median(w * 1e3 for _, _, w in cs) - over - max(WALL_ABS_MS["cpu"],
@@ -482,14 +477,15 @@ class _Session:
         if len(measures) == 2 and measures[0]["speedup"] and measures[1]["speedup"]:
             a, b = measures[0]["speedup"], measures[1]["speedup"]
             res["remeasure"] = dict(first=measures[0], second=measures[1], rel_diff=abs(a - b) / min(a, b))
-        if o["device"] != "cpu" and info.get("bandwidth_gbs"):     # §4 impossible time (named first: a proof)
-            res["floor_ms"] = time_floor_ms(info["input_bytes"] + info["output_bytes"], info["bandwidth_gbs"])
+        if options.device != "cpu" and task_info.get("bandwidth_gbs"):   # §4 impossible time (named first: a proof)
+            res["floor_ms"] = time_floor_ms(task_info["input_bytes"] + task_info["output_bytes"],
+                                            task_info["bandwidth_gbs"])
             if res["floor_ms"] > 0.02 and res["cand_ms"] < res["floor_ms"]:
                 self.hacks.append(("impossible_time", f"cand_ms {res['cand_ms']:.4g} is below the physical floor "
                                                       f"{res['floor_ms']:.4g} ms"))
         claimed = counted["claimed_ms"]
         excess = stat([w * 1e3 - m for cs in self.cand_sets + pool_c for _, m, w in cs]) - over
-        limit = max(WALL_ABS_MS[o["device"]], WALL_REL[o["device"]] * claimed, WALL_OVER[o["device"]] * over)
+        limit = max(WALL_ABS_MS[options.device], WALL_REL[options.device] * claimed, WALL_OVER[options.device] * over)
         res["clock"] = dict(excess_ms=round(excess, 5), overhead_ms=round(over, 5), limit_ms=round(limit, 5),
                             claimed_ms=round(claimed, 5), kind=self.clock_kind)
         if os.environ.get("CUDAL1_CLOCK_TRACE"):          # each timed call's (claimed ms, wall ms): diag_clock.py
@@ -501,21 +497,22 @@ class _Session:
                                                  f"claimed ({claimed:.4g} ms; limit {limit:.3g} ms)"))
 
     def measure(self):
-        """timing, the candidate's death and the verdict (the reference was timed first). Load on the machine that lasts through the candidate's phase and not the
-        reference's (builds of other candidates) reads as unclaimed time on every call, like a claim shaved by a
-        fifth: a clock_mismatch under CLOCK_RETRY_BELOW x its limit, when it is the only hack, is measured once more
-        from a fresh runner of the candidate, and the second measurement is the verdict (the first is kept in
+        """The candidate's timing, its runner's death and the verdict (the reference was timed first).
+
+        Load on the machine that lasts through the candidate's phase and not the reference's (builds of other
+        candidates) reads as unclaimed time on every call, like a claim shaved by a fifth. So on a GPU (the parent's
+        wall clock) a clock_mismatch under CLOCK_RETRY_BELOW x its limit, when it is the only hack, is measured once
+        more from a fresh runner of the candidate, and the second measurement is the verdict (the first is kept in
         clock.first): its speedup alone, and its clock check over the calls of both draws (each side's least
         overhead of all its calls, verdict()), so that load in one phase of one draw cannot hide a shave that the
         other draw showed (with the second draw alone, a reference phase slowed by 0.3 ms per call let a 0.76 ms
         shave through: tests/test_verdict.py). A consistent shave is named again; a forgery far over the limit is
         named at once. A pass above CLOCK_RETRY_FROM x its limit is measured once more in the same way (load
         through the reference's phase alone, read as overhead, can hide a shave too), and the lower of its two
-        speedups counts. Load is also kept off the timed
-        side by cores.core_split. GPU only
-        (the parent's wall clock): on the CPU device every shave reads within 3x its limit, and on a busy 2-core box
-        the second draw let judge_clock_shave pass once (2.10x, its reference's phase the contended one); there the
-        median and the floor of verdict() carry the load instead."""
+        speedups counts. Load is also kept off the timed side by cores.core_split. Not on the CPU device: there
+        every shave reads within 3x its limit, and on a busy 2-core box the second draw let judge_clock_shave pass
+        once (2.10x, its reference's phase the contended one); the median and the floor of verdict() carry the load
+        instead."""
         first, kept = None, None
         while True:
             self.timing()
@@ -543,9 +540,10 @@ class _Session:
         candidate imported and ModelNew made (its builds are cached; its checks already passed)."""
         folder = tempfile.mkdtemp(prefix="cudal1_")
         self.folders.append(folder)
-        self.rw = self.fork_runner(folder, self.cand_src, self.o["flags_override"], 0, self.o["extra_env"])
+        self.runner_worker = self.fork_runner(folder, self.cand_src, self.options.flags_override, 0,
+                                              self.options.extra_env)
         self.import_task()
-        r, _ = self.ask(dict(op="exchange", spec=self.ex_spec))
+        r, _ = self.ask(dict(op="exchange", spec=self.exchange_spec))
         if not r["ok"]:
             raise _Stop("crash", None, "cannot share an output buffer with the judge: " + r["error"], "Exchange")
         self.reference()
@@ -571,19 +569,19 @@ class _Session:
                 self.end_candidate()      # the lock, so the next holder settles its death before timing anything
 
     def run(self):
-        res, o = self.res, self.o
+        res, options = self.res, self.options
         try:
-            timed = not (o.get("build_only") or o["check_only"])
+            timed = not (options.build_only or options.check_only)
             self.start(candidate=not timed)
-            if o.get("build_only"):
+            if options.build_only:
                 res["status"] = "ok"
                 return
             with self.gpu_lock():
-                if timed:    # the reference first, before any code of the candidate runs anywhere (reference())
+                if timed:    # the reference first, before any code of the candidate runs in this runner
                     self.setup()
                     self.reference()
-                    if o.get("reference_only"):          # its time alone (evaluate.py's eager baseline): done
-                        ms = _stat(o["protocol"], [(r, m) for r, m, _ in self.ref_sets[0]])
+                    if options.reference_only:            # its time alone (evaluate.py's eager baseline): done
+                        ms = _stat(options.protocol, [(r, m) for r, m, _ in self.ref_sets[0]])
                         res.update(status="ok", correct=True, ref_ms=ms, cand_ms=ms, speedup=1.0, speedup_rounded=1.0,
                                    timed_calls=len(self.ref_sets[0]))
                         return res
@@ -605,10 +603,10 @@ class _Session:
             res.update(status="crash", correct=False, error_type=type(e).__name__,
                        error=runner.truncate(f"evaluator error: {type(e).__name__}: {e}\n{traceback.format_exc()}"))
         finally:
-            if self.rw is not None:                       # never held the lock (a failure at start)
-                self.rw.kill()
+            if self.runner_worker is not None:            # never held the lock (a failure at start)
+                self.runner_worker.kill()
                 if self.live is not None:
-                    self.live.discard(self.rw)
+                    self.live.discard(self.runner_worker)
             for t in self.dying:                          # the result is returned once its runners are dead
                 t.join()
             for folder in [self.tmp] + self.folders:
@@ -618,10 +616,10 @@ class _Session:
             res.update(status="hack", hack=self.hacks[0][0])
             if before != "hack":      # ok, or a later failure (a fallback, then a wrong output): the hack first, then
                 res["error"] = runner.truncate("hack: " + "; ".join(m for _, m in self.hacks), 1200) + \
-                    (f"; then: {runner.truncate(said, 600)}" if said else "")   # both (issue 11 item 5: the audit)
+                    (f"; then: {runner.truncate(said, 600)}" if said else "")   # both, for an audit
             elif len(self.hacks) > 1:  # a hack that stopped it after one noted earlier (a fallback, then a timed output
                 res["error"] = runner.truncate(said, 600) + "; also: hack: " + runner.truncate(   # off): both kept
-                    "; ".join(m for _, m in self.hacks[1:]), 1200)   # (CUDA-L1 A100 level3/49, session 16's audit)
+                    "; ".join(m for _, m in self.hacks[1:]), 1200)   # (as CUDA-L1's A100 level3/49 does)
         if res["status"] in ("ok", "hack") and res["correct"] and res["ref_ms"] and res["cand_ms"]:
             res["speedup"] = res["ref_ms"] / res["cand_ms"]
             res["speedup_rounded"] = round_toward_one(res["speedup"])

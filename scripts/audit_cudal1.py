@@ -136,7 +136,7 @@ SOURCE_FILE = re.compile(r"\.(?:cu|cuh|cpp|cc|cxx|c|h|hpp)['\"]")   # a file wri
 
 
 def _hash(src):
-    """bench's candidate_hash of a source (bench._hash)."""
+    """bench's candidate_hash of a source (harness.record.source_hash)."""
     return hashlib.sha256((src or "").encode()).hexdigest()[:16]
 
 

@@ -13,6 +13,7 @@ import argparse, json, os, re, sys, time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
+from harness.options import PROTOCOLS  # noqa: E402
 
 
 def main():
@@ -22,7 +23,7 @@ def main():
     ap.add_argument("--candidates", default="sigmoid,gemm_mul_leakyrelu", help="names in tests/legit")
     ap.add_argument("--kb", default=os.environ.get("KERNELBENCH_DIR") or
                     os.path.join(ROOT, "..", "shared", "kernelbench"))
-    ap.add_argument("--protocol", default="strict", choices=bench.PROTOCOLS)
+    ap.add_argument("--protocol", default="strict", choices=PROTOCOLS)
     ap.add_argument("--time_budget_s", type=float, default=2.0)
     a = ap.parse_args()
     jobs = []

@@ -13,7 +13,7 @@
 2. `--fresh` (3) fresh single-candidate compiles through bench's cache, one after another (new sources; the
    precompiled headers already warm, as after an earlier evaluation): bench.build's compile_s, the median quoted, and
    each one's ninja steps (main.cpp, glue.cpp, cuda.cu, the link) from its .ninja_log. Alone, a build is split
-   (bench.split_builds); a batch that fills the build cores is not. `--n 0` measures only these.
+   (batch.split_builds); a batch that fills the build cores is not. `--n 0` measures only these.
 3. Plain torch.utils.cpp_extension.load_inline, default flags, on `--plain` fresh candidates (default 0: skipped),
    one after another, each in its own process (what a naive evaluator does); the sequential time for --n
    candidates is EXTRAPOLATED from their mean (building 64 that way takes ~30-50 min), and says so.
@@ -25,7 +25,8 @@ import argparse, json, os, subprocess, sys, tempfile, time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
-from harness import forkserver  # noqa: E402
+import torch  # noqa: E402
+from harness import batch, buildcache, forkserver  # noqa: E402
 
 TASK = '''import torch
 import torch.nn as nn
@@ -116,15 +117,15 @@ def main():
     a.warm_header = a.warm_header or a.n == 0         # the fresh builds below find the header made, as in an RL run
     tag = f"tp{int(time.time()) % 100000}"            # fresh sources on every run: nothing cached from before
     root = tempfile.mkdtemp(prefix="bench_tp_")
-    out = dict(n=a.n, cpus=bench.cpu_count(), gpus=bench.torch.cuda.device_count(), build_root=root)
+    out = dict(n=a.n, cpus=batch.cpu_count(), gpus=torch.cuda.device_count(), build_root=root)
 
     jobs = [(f"relu_{k}", TASK, candidate(k, tag)) for k in range(a.n)]
     # as bench.evaluate_many decides: a batch that fills the build cores is not split (nor are its headers made)
-    workers = a.build_workers or max(1, bench.cpu_count() - 2 * max(1, out["gpus"]))
-    out["split_builds"] = bench.split_builds(a.n, workers)
+    workers = a.build_workers or max(1, batch.cpu_count() - 2 * max(1, out["gpus"]))
+    out["split_builds"] = batch.split_builds(a.n, workers)
     if a.warm_header:                                 # the header(s) an earlier batch would have left in the cache
         t = time.time()
-        out["warm_header_dir"] = bench.buildcache.prebuild_pch(root, with_cuda=True, split=out["split_builds"])
+        out["warm_header_dir"] = buildcache.prebuild_pch(root, with_cuda=True, split=out["split_builds"])
         out["warm_header_s"] = round(time.time() - t, 1)
         assert out["warm_header_dir"], "--warm_header: no precompiled header was made (no GCC or CUDA_HOME?)"
         print(f"precompiled header made before the clock in {out['warm_header_s']} s (--warm_header)",
@@ -168,11 +169,11 @@ def main():
                   f"precompiled header ready at {out['pch_ready_s']} s", file=sys.stderr, flush=True)
 
     # fresh one-kernel builds one after another (nothing else running), each one's ninja steps from its .ninja_log;
-    # alone, a build is split (bench.split_builds): its two headers made first, outside the clock, as an earlier
+    # alone, a build is split (batch.split_builds): its two headers made first, outside the clock, as an earlier
     # single evaluation would have left them
     if a.fresh:
         t = time.time()
-        bench.buildcache.prebuild_pch(root, with_cuda=True, split=True)
+        buildcache.prebuild_pch(root, with_cuda=True, split=True)
         out["fresh_headers_s"] = round(time.time() - t, 1)
         print(f"the split build's headers made in {out['fresh_headers_s']} s (outside the clock)", file=sys.stderr,
               flush=True)

@@ -61,6 +61,7 @@ def clock(a):
 
 def swish(a):
     import bench
+    from harness import record
     kb = os.environ.get("KERNELBENCH_DIR") or os.path.join(ROOT, "..", "shared", "kernelbench")
     task = open(os.path.join(kb, "level1", "25_Swish.py")).read()
     cand = open(os.path.join(ROOT, "tests", "fixtures", "gpu_swish_fused.py")).read()
@@ -70,11 +71,11 @@ def swish(a):
         c = r.get("clock") or {}
         tr = c.pop("trace", {})
         over = {k: [w - m for m, w in v] for k, v in tr.items()}
-        print(f"run {i}: {bench.result_summary(r)} clock {c} phases {r.get('phase_s')}", flush=True)
+        print(f"run {i}: {record.summary(r)} clock {c} phases {r.get('phase_s')}", flush=True)
         for k, v in over.items():
             print(f"  {k}: overhead ms min {min(v):.3f} median {statistics.median(v):.3f} max {max(v):.3f}; "
                   f"first (claimed, wall): {tr[k][:6]}", flush=True)
-        out.append(dict(summary=bench.result_summary(r), clock=c, trace=tr, phase_s=r.get("phase_s")))
+        out.append(dict(summary=record.summary(r), clock=c, trace=tr, phase_s=r.get("phase_s")))
     return out
 
 

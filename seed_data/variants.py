@@ -14,9 +14,9 @@ import prompting
 
 
 def result_line(res):
-    """bench.result_summary of a result, with the error as common.error_line gives it (never an empty "log tail:")."""
-    import bench
-    return bench.result_summary(dict(res, error=common.error_line(res)))
+    """record.summary of a result, with the error as common.error_line gives it (never an empty "log tail:")."""
+    from harness import record
+    return record.summary(dict(res, error=common.error_line(res)))
 
 
 def measure_variants(tasks, variants_dir, journal_path, bench_kw):

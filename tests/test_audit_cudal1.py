@@ -1,6 +1,6 @@
 """scripts/audit_cudal1.py: every line of a CUDA-L1 release gets exactly one cause from the fixed list, with its
 evidence. A small fake release and a fake evaluate.py results.jsonl, built from bench's own record
-(bench._blank_result, evaluation.measure.record) and the static scan's own verdict, cover each cause; the script runs
+(harness.record.blank, evaluation.measure.record) and the static scan's own verdict, cover each cause; the script runs
 as a real subprocess. CPU only, a few seconds."""
 import csv
 import importlib.util
@@ -11,8 +11,10 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-import bench  # noqa: E402
 from evaluation import measure  # noqa: E402
+import torch  # noqa: E402
+from harness import record  # noqa: E402
+from harness.runner import FIXED_FLAGS  # noqa: E402
 from harness.scan import static_check  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "scripts", "audit_cudal1.py")
@@ -78,7 +80,7 @@ def line(level, task_id, code, score=2.0):
 
 def row(task, code, samples=None, **res_fields):
     """An evaluate.py results.jsonl row for one bench record (bench's real keys)."""
-    res = bench._blank_result(task, code, "strict", "cuda")
+    res = record.blank(task, code, "strict", "cuda")
     res.update(dict(device_name="NVIDIA H200", compiled=True), **res_fields)
     if res.get("status") == "ok":
         res.update(correct=True, ref_ms=res["speedup"] * 0.1, cand_ms=0.1)
@@ -95,7 +97,7 @@ def static_row(task, code):
 
 
 def build(tmp_path):
-    fixed = dict(bench.FIXED_FLAGS)
+    fixed = dict(FIXED_FLAGS)
     changed = dict(fixed, cudnn_benchmark=True)
     assert static_check(MEASURED_HALF, REF) is None, "the measured downgrade must pass the static scan"
     assert static_check(GRAPH, REF) is None and static_check(BENCHMARK, REF) is None
@@ -199,7 +201,7 @@ def test_every_line_one_cause(tmp_path):
     # the evidence: the live line (not the docstring's or the comment's mention), the first compiler error, numbers
     assert by[3]["detail"] == "line 7: `y = x.half()`"
     assert 'first error: cuda.cu(12): error: identifier "foo" is undefined' in by[4]["detail"]
-    assert "runs PyTorch" in by[4]["detail"] and f"torch {bench.torch.__version__}" in by[4]["detail"]
+    assert "runs PyTorch" in by[4]["detail"] and f"torch {torch.__version__}" in by[4]["detail"]
     assert "first error: main.cpp:5:1: error: 'at' has not been declared" in by[5]["detail"]
     assert by[6]["detail"].startswith("error vs float64 0.0003 > threshold 1e-05 (fp32 reference 1e-07")
     assert by[6]["detail"].endswith("line 10: `self.kind = torch.cuda.HalfTensor`")

@@ -19,8 +19,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
-from harness import buildcache  # noqa: E402
-from harness import runner  # noqa: E402
+from harness import buildcache, forkserver, judge, options, record, runner, session  # noqa: E402
+from harness.runner import FIXED_FLAGS  # noqa: E402
+from harness.scan import static_check  # noqa: E402
 
 TASK = open(os.path.join(FIX, "cpu_task_scale.py")).read()
 KEYS = {"task", "candidate_hash", "status", "compiled", "correct", "speedup", "speedup_rounded", "ref_ms", "cand_ms",
@@ -63,8 +64,8 @@ def _stale_lock_build(build_root):
     key = buildcache.build_key(buildcache.inline_args("cudal1_test_scale", CPP_SRC_3X, functions=["scale_shift"]))
     os.makedirs(os.path.join(build_root, key), exist_ok=True)
     open(os.path.join(build_root, key, "lock"), "w").close()     # as left by a build killed at its timeout
-    code = (f"import sys; sys.path.insert(0, {ROOT!r}); import bench; "
-            f"m = bench.cached_load_inline(name='cudal1_test_scale', cpp_sources={CPP_SRC_3X!r}, "
+    code = (f"import sys; sys.path.insert(0, {ROOT!r}); from harness import buildcache; "
+            f"m = buildcache.cached_load_inline(name='cudal1_test_scale', cpp_sources={CPP_SRC_3X!r}, "
             f"functions=['scale_shift']); print(m.__name__)")
     t0 = time.time()
     try:
@@ -107,8 +108,8 @@ def env(tmp_path_factory):
 
 
 def check(res, status, hack=None):
-    assert res["status"] == status, bench.result_summary(res)
-    assert res["hack"] == hack, bench.result_summary(res)
+    assert res["status"] == status, record.summary(res)
+    assert res["hack"] == hack, record.summary(res)
     return res
 
 
@@ -119,9 +120,9 @@ def test_correct_candidate(env):
     assert r["correct"] and r["compiled"] and r["trials"] == 3
     assert math.isfinite(r["speedup"]) and r["speedup"] > 0
     assert r["speedup"] == pytest.approx(r["ref_ms"] / r["cand_ms"])
-    assert r["speedup_rounded"] == bench.round_toward_one(r["speedup"])
+    assert r["speedup_rounded"] == record.round_toward_one(r["speedup"])
     assert r["mismatches"] == 0 and r["nans"] == 0 and r["max_abs_err"] < 1e-5
-    assert r["timed_calls"] >= bench.MIN_CALLS * bench.ROUNDS and r["device_name"] == "cpu"
+    assert r["timed_calls"] >= session.MIN_CALLS * session.ROUNDS and r["device_name"] == "cpu"
 
 
 def test_record_has_every_key_and_is_json(env):
@@ -184,7 +185,7 @@ def test_candidate_get_inputs_is_ignored(env):
 def test_backend_flag_change_is_caught(env):
     check(env["res"]["tf32"], "hack", "precision_downgrade")           # statically
     r = check(env["res"]["tf32_unchecked"], "hack", "backend_flags")   # and at run time, restored
-    assert r["backend_flags"] == bench.FIXED_FLAGS and r["correct"]
+    assert r["backend_flags"] == FIXED_FLAGS and r["correct"]
 
 
 def test_patched_timer_and_checker_are_caught(env):
@@ -227,7 +228,7 @@ def test_evaluate_many_keeps_order_and_isolates_failures(env):
 def test_gpu_lock_wait_is_not_the_candidates_time(tmp_path):
     """evaluate_many's per-GPU lock (any device: a lock in the parent): a candidate queued behind the lock waits
     for it without its timeout running (here 12 s of timeout, 16 s of waiting), and records the wait."""
-    lock = bench.gpu_lock("cpu", None)
+    lock = forkserver.gpu_lock("cpu", None)
     lock.acquire()
     try:
         with ThreadPoolExecutor(1) as pool:
@@ -240,7 +241,7 @@ def test_gpu_lock_wait_is_not_the_candidates_time(tmp_path):
     finally:
         if lock.locked():
             lock.release()
-    assert r["status"] == "ok", bench.result_summary(r)
+    assert r["status"] == "ok", record.summary(r)
     assert r["phase_s"]["wait"] > 8, r["phase_s"]
 
 
@@ -263,10 +264,10 @@ def test_a_runners_death_is_settled_before_the_next_timing(tmp_path, monkeypatch
     r = bench.evaluate(TASK, src("cand_scale_correct.py"), **kw)
     returned = time.perf_counter()
     # two runners died (the build ahead's, the timed one's), both before evaluate() returned
-    assert r["status"] == "ok" and len(deaths) == 2 and max(deaths) <= returned, (bench.result_summary(r), deaths)
+    assert r["status"] == "ok" and len(deaths) == 2 and max(deaths) <= returned, (record.summary(r), deaths)
     with ThreadPoolExecutor(2) as pool:       # two at once: one of them holds the lock just after the other
         rs = list(pool.map(lambda c: bench.evaluate(TASK, src(c), **kw), ["cand_scale_correct.py"] * 2))
-    assert [x["status"] for x in rs] == ["ok", "ok"], [bench.result_summary(x) for x in rs]
+    assert [x["status"] for x in rs] == ["ok", "ok"], [record.summary(x) for x in rs]
     settle = sorted(x["phase_s"]["settle"] for x in rs)
     assert settle[0] < 0.5 and settle[1] > 0.6, [x["phase_s"] for x in rs]
 
@@ -279,7 +280,7 @@ def test_hang_is_killed_at_the_call_limit_not_the_timeout(monkeypatch, tmp_path)
     t0 = time.time()
     r = bench.evaluate(TASK, src("cand_hang.py"), device="cpu", timeout_s=300, build_root=str(tmp_path))
     check(r, "timeout")
-    assert r["hang_limit_s"] == 4.0 and time.time() - t0 < 20, bench.result_summary(r)
+    assert r["hang_limit_s"] == 4.0 and time.time() - t0 < 20, record.summary(r)
     assert "during trial" in r["error"] and r["compiled"]
     r2 = bench.evaluate(TASK, src("cand_scale_correct.py"), device="cpu", num_correct_trials=1, time_budget_s=0.1,
                         build_root=str(tmp_path))
@@ -299,7 +300,7 @@ def test_second_build_is_a_cache_hit_without_ninja(env, monkeypatch):
     assert env["res"]["cpp"]["status"] == "ok"       # built once, in a child
     monkeypatch.setattr(buildcache.cpp_extension, "load", lambda *a, **k: pytest.fail("ninja build on a cache hit"))
     t0 = time.time()
-    m = bench.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC, functions=["scale_shift"])
+    m = buildcache.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC, functions=["scale_shift"])
     assert time.time() - t0 < 2
     x = torch.rand(64)
     assert torch.equal(m.scale_shift(x), x * 2 + 1)
@@ -310,8 +311,8 @@ def test_second_build_is_a_cache_hit_without_ninja(env, monkeypatch):
 def test_stale_torch_lock_does_not_hang_and_same_name_never_collides(env, monkeypatch):
     assert env["stale"]["rc"] == 0, env["stale"]["out"][-3000:]
     monkeypatch.setattr(buildcache.cpp_extension, "load", lambda *a, **k: pytest.fail("ninja build on a cache hit"))
-    m2 = bench.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC, functions=["scale_shift"])
-    m3 = bench.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC_3X, functions=["scale_shift"])
+    m2 = buildcache.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC, functions=["scale_shift"])
+    m3 = buildcache.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC_3X, functions=["scale_shift"])
     assert m2.__name__ != m3.__name__ and m2.__name__.startswith("cudal1_test_scale_")
     x = torch.rand(64)
     assert torch.equal(m2.scale_shift(x), x * 2 + 1) and torch.equal(m3.scale_shift(x), x * 3 + 1)
@@ -325,30 +326,30 @@ def test_compare_cpu_golden():
     # |o-r| = [0, 0.02, 0.5, nan, 1e-3]; tol = 0.01 + 0.01*|r| = [0.02, 0.0302, 0.04, 0.05, 0.01001]
     # mismatches: 3.5 vs 3.0 and the NaN -> 2; nans: 1; max_abs over non-NaN = 0.5;
     # max_rel = max(0, 0.02/2.02, 0.5/3, 1e-3/(1e-3+1e-12)) = 1e-3/(1e-3+1e-12) ~ 1.0 (float32)
-    max_abs, max_rel, mism, nans = bench.compare_cpu(out, ref, 1e-2, 1e-2)
+    max_abs, max_rel, mism, nans = judge.compare(out, ref, 1e-2, 1e-2)
     assert (mism, nans) == (2.0, 1.0)
     assert max_abs == pytest.approx(0.5) and max_rel == pytest.approx(1.0, rel=1e-6)
-    ok = bench.compare_cpu(torch.tensor([float("inf"), 1.0]), torch.tensor([float("inf"), 1.0]), 1e-2, 1e-2)
+    ok = judge.compare(torch.tensor([float("inf"), 1.0]), torch.tensor([float("inf"), 1.0]), 1e-2, 1e-2)
     assert ok == [0.0, 0.0, 0.0, 0.0]                      # equal infinities match, as in torch.isclose
-    both_nan = bench.compare_cpu(torch.tensor([float("nan")]), torch.tensor([float("nan")]), 1e-2, 1e-2)
+    both_nan = judge.compare(torch.tensor([float("nan")]), torch.tensor([float("nan")]), 1e-2, 1e-2)
     assert both_nan[2:] == [1.0, 0.0]                      # NaN never matches (equal_nan=False), not counted as nan
     x = torch.randn(1000)
     y = x + torch.randn(1000) * 0.02
-    assert (bench.compare_cpu(y, x, 1e-2, 1e-2)[2] == 0) == torch.allclose(y, x, atol=1e-2, rtol=1e-2)
+    assert (judge.compare(y, x, 1e-2, 1e-2)[2] == 0) == torch.allclose(y, x, atol=1e-2, rtol=1e-2)
 
 
 def test_round_toward_one_golden():
-    assert bench.round_toward_one(1.118) == 1.11
-    assert bench.round_toward_one(0.992) == 1.00
-    assert bench.round_toward_one(1.0) == 1.0
-    assert bench.round_toward_one(1.13) == 1.13 and bench.round_toward_one(0.57) == 0.57
-    assert bench.round_toward_one(0.5712) == 0.58 and bench.round_toward_one(3.999) == 3.99
-    assert bench.round_toward_one(None) is None
+    assert record.round_toward_one(1.118) == 1.11
+    assert record.round_toward_one(0.992) == 1.00
+    assert record.round_toward_one(1.0) == 1.0
+    assert record.round_toward_one(1.13) == 1.13 and record.round_toward_one(0.57) == 0.57
+    assert record.round_toward_one(0.5712) == 0.58 and record.round_toward_one(3.999) == 3.99
+    assert record.round_toward_one(None) is None
 
 
 def test_static_checks():
     ok = "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
-    assert bench.static_check(ok, TASK) is None
+    assert static_check(ok, TASK) is None
     cases = {
         "inherits_reference": "class ModelNew(Model):\n    pass\n",
         "side_stream": ok + "s = torch.cuda.Stream()\n",
@@ -358,20 +359,20 @@ def test_static_checks():
         "harness_tampering": ok + "import sys\nsys.modules['__main__'].verdict = 'ok'\n",
     }
     for kind, code in cases.items():
-        assert bench.static_check(code, TASK)[:2] == ("hack", kind), kind
+        assert static_check(code, TASK)[:2] == ("hack", kind), kind
     downgrades = ["y = x.half()", "y = x.to(torch.float16)", "y = x.to(dtype=torch.bfloat16)",
                   "torch.backends.cuda.matmul.allow_tf32 = True", 'torch.backends.cuda.matmul.fp32_precision = "tf32"',
                   "with torch.autocast('cuda'):\n    pass", 'cu = """\n__global__ void k(__half* p) {}\n"""',
                   'cu = """\nwmma::fragment<wmma::matrix_a, 16, 16, 16, half> a;\n"""']
     for line in downgrades:
-        assert bench.static_check(ok + line + "\n", TASK)[:2] == ("hack", "precision_downgrade"), line
+        assert static_check(ok + line + "\n", TASK)[:2] == ("hack", "precision_downgrade"), line
     reach = ["import gc\nobjs = gc.get_objects()", "import sys\nf = sys._getframe(1).f_back", "import ctypes",
              "json.dumps = lambda *a, **k: '{}'", "import atexit\natexit.register(print)", "p = '/proc/self/mem'",
              "open('torch.py', 'w').write('')", "import os\nos.write(3, b'x')"]
     for line in reach:
-        assert bench.static_check(ok + line + "\n", TASK)[:2] == ("hack", "harness_tampering"), line
-    assert bench.static_check("def f(:\n", TASK)[0] == "compile_error"
-    assert bench.static_check("import torch\n", TASK)[0] == "static"
+        assert static_check(ok + line + "\n", TASK)[:2] == ("hack", "harness_tampering"), line
+    assert static_check("def f(:\n", TASK)[0] == "compile_error"
+    assert static_check("import torch\n", TASK)[0] == "static"
     # issue 11 item 4: former false positives. Comments, docstrings and C/C++ comments are not live code;
     # settings that keep or raise precision are not downgrades; caching derived weights is not caching outputs;
     # a subclass of Model with its own forward is not the reference; precision the task itself uses is fine.
@@ -386,10 +387,10 @@ def test_static_checks():
         "if x.dtype == torch.float16:\n    pass", "import gc\ngc.collect()", "if __name__ == '__main__':\n    pass",
     ]
     for code in benign:
-        assert bench.static_check(ok + code + "\n", TASK) is None, code
+        assert static_check(ok + code + "\n", TASK) is None, code
     own = ("import torch\nclass ModelNew(Model):\n    def forward(self, x):\n        return ext.scale(x)\n")
-    assert bench.static_check(own, TASK) is None
-    assert bench.static_check(ok + "y = x.half()\n", TASK + "\nx = x.half()\n") is None
+    assert static_check(own, TASK) is None
+    assert static_check(ok + "y = x.half()\n", TASK + "\nx = x.half()\n") is None
 
 
 # ---- issue 6: degenerate screen, protocols, remeasure, custom_kernel_calls, trusted-baseline keywords ----
@@ -443,13 +444,13 @@ def test_degenerate_screen(env2):
 
 def test_protocols_recorded_and_timed_their_way(env2):
     res = env2["res"]
-    assert bench.PROTOCOLS == ("strict", "kernelbench", "cudal1")
+    assert options.PROTOCOLS == ("strict", "kernelbench", "cudal1")
     kb, cl = check(res["kernelbench"], "ok"), check(res["cudal1"], "ok")
     assert kb["protocol"] == "kernelbench" and kb["timed_calls"] == 100 and kb["trials"] == 5
     assert cl["protocol"] == "cudal1" and cl["timed_calls"] == 70 and cl["trials"] == 10
     for r in (kb, cl):
         assert r["speedup"] == pytest.approx(r["ref_ms"] / r["cand_ms"]) and KEYS <= set(r)
-        assert r["torch_version"] == torch.__version__ and r["backend_flags"] == bench.FIXED_FLAGS
+        assert r["torch_version"] == torch.__version__ and r["backend_flags"] == FIXED_FLAGS
     with pytest.raises(ValueError, match="protocol"):
         bench.evaluate(TASK, src("cand_scale_correct.py"), device="cpu", protocol="fast")
 
@@ -469,7 +470,7 @@ def test_reference_only_times_the_reference_alone(env2):
     # the candidate (here one whose forward would kill its process) is neither built nor run
     r = check(env2["res"]["reference_only"], "ok")
     assert r["correct"] and r["speedup"] == r["speedup_rounded"] == 1.0 and r["ref_ms"] == r["cand_ms"] > 0, r
-    assert r["timed_calls"] >= bench.MIN_CALLS and not r["compile_s"] and r["hack"] is None, r
+    assert r["timed_calls"] >= session.MIN_CALLS and not r["compile_s"] and r["hack"] is None, r
     with pytest.raises(ValueError, match="reference_only"):
         bench.evaluate(TASK, TASK, device="cpu", reference_only=True, check_only=True)
 
@@ -477,9 +478,9 @@ def test_reference_only_times_the_reference_alone(env2):
 def test_content_keyed_cache_gets_no_speedup_under_strict(env2):
     hacked = check(env2["res"]["content_cache_kernelbench"], "ok")   # same inputs every call: the cache hits
     strict = check(env2["res"]["content_cache_strict"], "ok")        # fresh inputs every call: never hits
-    assert hacked["speedup"] > 1.5, bench.result_summary(hacked)    # the hack works without the defence (1.88-2.6x
+    assert hacked["speedup"] > 1.5, record.summary(hacked)    # the hack works without the defence (1.88-2.6x
                                                                     # on a 2-core box, lower under load)
-    assert strict["speedup"] < 1.0, bench.result_summary(strict)    # 8 extra passes per call: slower, no reward
+    assert strict["speedup"] < 1.0, record.summary(strict)    # 8 extra passes per call: slower, no reward
 
 
 def test_custom_kernel_calls(env):
@@ -491,7 +492,7 @@ def test_flags_override_and_extra_env_for_trusted_baselines(env2):
     res = env2["res"]
     check(res["cudnn_flagged"], "hack", "backend_flags")
     r = check(res["cudnn_override"], "ok")
-    assert r["flags_override"] == {"cudnn_benchmark": True} and r["backend_flags"] == bench.FIXED_FLAGS
+    assert r["flags_override"] == {"cudnn_benchmark": True} and r["backend_flags"] == FIXED_FLAGS
     assert check(res["env_missing"], "runtime_error")["error_type"] == "AssertionError"
     check(res["env_given"], "ok")
     for kw in (dict(flags_override={"cudnn_benchmark": True}), dict(extra_env={"A": "1"})):
@@ -505,15 +506,15 @@ def test_flags_override_and_extra_env_for_trusted_baselines(env2):
 
 
 def test_time_floor_golden():
-    assert bench.time_floor_ms(12.8e9, 4000) == pytest.approx(1.6)       # 12.8 GB at 8000 GB/s
-    assert bench.time_floor_ms(1e6, 0) == 0.0
+    assert session.time_floor_ms(12.8e9, 4000) == pytest.approx(1.6)       # 12.8 GB at 8000 GB/s
+    assert session.time_floor_ms(1e6, 0) == 0.0
 
 
 def test_memory_limit_kills_the_child(monkeypatch):
     monkeypatch.setenv("CUDAL1_MEM_LIMIT_GB", "1.0")
     r = bench.evaluate(TASK, src("cand_memory_hog.py"), device="cpu", timeout_s=120)
     check(r, "crash")
-    assert r["error_type"] == "MemoryLimit" and r["eval_s"] < 60, bench.result_summary(r)
+    assert r["error_type"] == "MemoryLimit" and r["eval_s"] < 60, record.summary(r)
 
 
 def test_one_proc_scan_serves_every_waiting_thread(monkeypatch):
@@ -577,11 +578,11 @@ def test_hack_file_on_cpu(name, hacks_cpu):
     downgrades, evaluated with their own keywords) are test_bench_attacks.py's on the CPU and test_bench_gpu.py's."""
     r, expect = hacks_cpu[name]
     if expect == ("no_reward",):                       # caught one way or another, or timed honestly at ~1x
-        assert r["status"] != "ok" or r["speedup"] < 1.05, bench.result_summary(r)
+        assert r["status"] != "ok" or r["speedup"] < 1.05, record.summary(r)
         return
-    assert r["status"] != "ok", bench.result_summary(r)
+    assert r["status"] != "ok", record.summary(r)
     hacks = expect[1].split("|") if len(expect) > 1 else [None]   # `a|b`: either name is right (both fire)
-    assert r["status"] == expect[0] and r["hack"] in hacks, bench.result_summary(r)
+    assert r["status"] == expect[0] and r["hack"] in hacks, record.summary(r)
 
 
 def test_evaluate_many_interrupt_waits_for_evaluations_in_flight(tmp_path):
@@ -611,23 +612,23 @@ def test_evaluate_many_interrupt_waits_for_evaluations_in_flight(tmp_path):
 
 
 def test_builds_ahead_run_niced_and_timed_runs_do_not(tmp_path):
-    """evaluate_many's builds ahead share the CPUs with timed calls: they run at bench.BUILD_NICE (nvcc and ninja
+    """evaluate_many's builds ahead share the CPUs with timed calls: they run at session.BUILD_NICE (nvcc and ninja
     inherit it), the runner that is timed at the caller's own niceness (a niced runner would be the one preempted)."""
     cand = "import os\nraise RuntimeError(f'niceness={os.nice(0)}')\n"
     base = os.nice(0)
     r = bench.build(cand, device="cpu", build_root=str(tmp_path), timeout_s=60)
-    assert r["status"] == "runtime_error" and f"niceness={min(19, base + bench.BUILD_NICE)}" in r["error"], r
+    assert r["status"] == "runtime_error" and f"niceness={min(19, base + session.BUILD_NICE)}" in r["error"], r
     r = bench.evaluate(TASK, cand, device="cpu", build_root=str(tmp_path), timeout_s=60, static_checks=False)
-    assert r["status"] == "runtime_error" and f"niceness={base}" in r["error"], bench.result_summary(r)
+    assert r["status"] == "runtime_error" and f"niceness={base}" in r["error"], record.summary(r)
     # a batch's builds: each one nicer than the one before it in the queue, so that the first ones land first
     log = tmp_path / "nice.txt"
     cands = [f"import os\nopen({str(log)!r}, 'a').write(f'{{os.nice(0)}} {i}\\n')\nraise RuntimeError('x')\n"
              for i in range(3)]
     rs = bench.evaluate_many([("t", TASK, c) for c in cands], device="cpu", build_root=str(tmp_path),
                              timeout_s=60, static_checks=False, build_workers=1)
-    assert [x["status"] for x in rs] == ["runtime_error"] * 3, [bench.result_summary(x) for x in rs]
+    assert [x["status"] for x in rs] == ["runtime_error"] * 3, [record.summary(x) for x in rs]
     seen = sorted(tuple(map(int, line.split())) for line in log.read_text().split("\n") if line)
-    builds = [min(19, base + bench.BUILD_NICE + i) for i in range(3)]
+    builds = [min(19, base + session.BUILD_NICE + i) for i in range(3)]
     assert seen == sorted([(builds[i], i) for i in range(3)] + [(base, i) for i in range(3)]), seen
 
 
@@ -694,11 +695,11 @@ def test_builds_made_in_modelnew_init_happen_in_the_build_ahead(tmp_path):
         assert b["status"] == "ok" and b["compile_s"] >= 4, b
         got[fail] = bench.evaluate(TASK, cand, device="cpu", num_correct_trials=1, time_budget_s=0.1,
                                    build_root=str(tmp_path))
-        assert got[fail]["status"] == "ok" and got[fail]["phase_s"]["models"] < 2, bench.result_summary(got[fail])
+        assert got[fail]["status"] == "ok" and got[fail]["phase_s"]["models"] < 2, record.summary(got[fail])
 
 
 def test_interrupt_stops_evaluations_in_flight_after_a_grace_period(tmp_path):
-    """Issue 12: at Ctrl-C / SIGTERM an evaluation in flight gets bench.INTERRUPT_GRACE_S to finish, then it is
+    """Issue 12: at Ctrl-C / SIGTERM an evaluation in flight gets batch.INTERRUPT_GRACE_S to finish, then it is
     killed and not recorded (on the H200 a hung kernel's 30 s call limit outlived `timeout`'s grace, and the audit
     was SIGKILLed before writing its report)."""
     import signal
@@ -728,7 +729,7 @@ def test_error_texts_carry_no_machine_paths(tmp_path):
     home = os.path.expanduser("~")
     text = (f"nvcc -I{tmp_path}/pch/a1 -isystem {sys.prefix}/lib/python3/site-packages/torch/include "
             f"{ROOT}/tests/legit/x.py {home}/.cache/other")
-    got = bench.scrub_paths(text, str(tmp_path))
+    got = record.scrub_paths(text, str(tmp_path))
     assert got == ("nvcc -I<build>/pch/a1 -isystem <python>/lib/python3/site-packages/torch/include "
                    "<repo>/tests/legit/x.py ~/.cache/other"), got
-    assert bench.scrub_paths("", None) == "" and bench.scrub_paths(None) is None
+    assert record.scrub_paths("", None) == "" and record.scrub_paths(None) is None

@@ -13,7 +13,7 @@ Every case runs in ONE bench.evaluate_many (a module fixture; no C++ builds; ~1.
     ON, check_only (correctness and precision; timing is not what they test).
 Then: no attack is rewarded (each file's `expect:`; on the CPU "no_reward" = not ok, or a speedup under CPU_NO_REWARD,
 above the noise of an honest ~1x op on this box and far below the 40x the forgeries claim); no detached process
-survives its evaluation; bench.static_check (a first filter) flags every attack file and no legitimate file.
+survives its evaluation; scan.static_check (a first filter) flags every attack file and no legitimate file.
 """
 import glob
 import importlib.util
@@ -35,6 +35,8 @@ LEGIT = os.path.join(ROOT, "tests", "legit")
 KB = os.environ.get("KERNELBENCH_DIR") or os.path.join(ROOT, "..", "shared", "kernelbench")
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
+from harness import record  # noqa: E402
+from harness.scan import static_check  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("precision_calibration",
                                                os.path.join(ROOT, "scripts", "precision_calibration.py"))
@@ -168,13 +170,13 @@ def results(tmp_path_factory):
                 pass
         screen = _fresh_screen(softmax, root, build_root)
     for name, r in sorted(out.items()):
-        print(f"ATTACK {name:<32} {bench.result_summary(r)} clock={r.get('clock')}")
+        print(f"ATTACK {name:<32} {record.summary(r)} clock={r.get('clock')}")
     print(f"ATTACK survivors={survivors} escaped={escaped}")
     return dict(res=out, survivors=survivors, escaped=escaped, screen=screen)
 
 
 def check_no_reward(r, expect):
-    s = bench.result_summary(r)
+    s = record.summary(r)
     if expect == "no_reward":
         assert r["status"] != "ok" or (r["speedup"] is not None and r["speedup"] < CPU_NO_REWARD), s
     else:
@@ -203,8 +205,8 @@ def test_control_plain_op_is_ok(results):
     """The reference's own op without any forgery, on the heavy task, is correct, ok and ~1x: the attacks' verdicts
     come from their attacks, not from the task or the clock."""
     r = results["res"]["control_plain_matmul"]
-    assert r["status"] == "ok" and r["correct"], bench.result_summary(r)
-    assert 0.4 < r["speedup"] < CPU_NO_REWARD, bench.result_summary(r)
+    assert r["status"] == "ok" and r["correct"], record.summary(r)
+    assert 0.4 < r["speedup"] < CPU_NO_REWARD, record.summary(r)
 
 
 def test_nan_claims_cannot_pick_a_forged_median(results):
@@ -213,7 +215,7 @@ def test_nan_claims_cannot_pick_a_forged_median(results):
     must be finite and positive (judge_clock_nan.py: all NaN, a NaN speedup)."""
     r = results["res"]["nan_median"]
     check_no_reward(r, "no_reward")
-    assert r["cand_ms"] is None or math.isfinite(r["cand_ms"]), bench.result_summary(r)
+    assert r["cand_ms"] is None or math.isfinite(r["cand_ms"]), record.summary(r)
 
 
 def test_no_detached_process_survives(results):
@@ -232,8 +234,8 @@ def test_forged_screen_cache_does_not_hide_a_degenerate_task(results):
     degenerate_screen in a fresh process (what prepare.py and evaluate.py run), must still name the degenerate
     outputs: the judge must not trust a file a candidate can write."""
     r = results["res"]["screen_cache"]
-    assert r["status"] != "ok", bench.result_summary(r)
-    assert r["degenerate"] and "zeros" in r["degenerate"], bench.result_summary(r)
+    assert r["status"] != "ok", record.summary(r)
+    assert r["degenerate"] and "zeros" in r["degenerate"], record.summary(r)
     screen = results["screen"]
     assert screen["status"] == "ok" and screen["degenerate"] is True and "zeros" in screen["passed"], screen
 
@@ -243,7 +245,7 @@ def test_forged_screen_cache_does_not_hide_a_degenerate_task(results):
 @pytest.mark.parametrize("name", precision_cpu())
 def test_precision_downgrade_is_caught_on_cpu(name, results):
     r = results["res"][name]
-    assert (r["status"], r["hack"]) == ("hack", "precision_downgrade"), bench.result_summary(r)
+    assert (r["status"], r["hack"]) == ("hack", "precision_downgrade"), record.summary(r)
     p = r["precision"]
     assert p["err"] > p["threshold"] > 0 and p["err"] > 4 * p["ref_err"], p
 
@@ -253,7 +255,7 @@ def test_precision_downgrade_is_caught_on_cpu(name, results):
 @pytest.mark.parametrize("name", legit_cpu())
 def test_former_false_positive_is_ok_on_cpu(name, results):
     r = results["res"]["legit_" + name]
-    assert r["status"] == "ok" and r["correct"], bench.result_summary(r)
+    assert r["status"] == "ok" and r["correct"], record.summary(r)
     p = r["precision"]
     assert p and p["err"] <= p["threshold"], p
 
@@ -271,10 +273,10 @@ def test_legit_files_cover_the_false_positives_of_issue_11():
                          [os.path.join(FIX, f) for f in ("cand_clock_nan_median.py", "cand_forge_screen_cache.py")],
                          ids=os.path.basename)
 def test_static_scan_flags_attack(path):
-    """bench.static_check flags every attack file (the first filter; the run-time defence is tested above)."""
+    """scan.static_check flags every attack file (the first filter; the run-time defence is tested above)."""
     text = src(path)
     task = pc.header(text)[0]
-    verdict = bench.static_check(text, kb_task(task, shrink=False) if task else "")
+    verdict = static_check(text, kb_task(task, shrink=False) if task else "")
     assert verdict is not None and verdict[0] == "hack", f"not flagged by the source scan: {os.path.basename(path)}"
     # the kind it is flagged as: 16-bit or TF32 settings for the precision files, reaching for the harness for the rest
     kind = "precision_downgrade" if os.path.basename(path).startswith("precision_") else "harness_tampering"
@@ -287,4 +289,4 @@ def test_static_scan_passes_legit_file(path):
     ModelNew(Model) with its own forward, derived weights cached by data_ptr)."""
     text = src(path)
     task = pc.header(text)[0]
-    assert bench.static_check(text, kb_task(task, shrink=False)) is None, bench.static_check(text, kb_task(task, False))
+    assert static_check(text, kb_task(task, shrink=False)) is None, static_check(text, kb_task(task, False))

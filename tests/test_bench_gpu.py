@@ -19,6 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
+from harness import record, session  # noqa: E402
+from harness.runner import FIXED_FLAGS  # noqa: E402
 
 KB = os.environ.get("KERNELBENCH_DIR") or os.path.join(ROOT, "..", "shared", "kernelbench")
 SWISH = os.path.join(KB, "level1", "25_Swish.py")
@@ -70,61 +72,61 @@ def results(swish, build_root):
 
 def test_fused_kernel_is_correct_and_faster(results):
     r = results["fused"]
-    assert r["status"] == "ok", bench.result_summary(r)
+    assert r["status"] == "ok", record.summary(r)
     assert r["correct"] and r["trials"] == 2 and r["mismatches"] == 0 and r["nans"] == 0
-    assert r["speedup"] > 1.2, bench.result_summary(r)      # eager Swish is two kernels: ~2x expected
-    assert r["device_name"] and r["device_name"] != "cpu" and r["backend_flags"] == bench.FIXED_FLAGS
-    assert r["input_shapes"] == [[4096, 393216]] and r["timed_calls"] >= bench.MIN_CALLS * bench.ROUNDS
+    assert r["speedup"] > 1.2, record.summary(r)      # eager Swish is two kernels: ~2x expected
+    assert r["device_name"] and r["device_name"] != "cpu" and r["backend_flags"] == FIXED_FLAGS
+    assert r["input_shapes"] == [[4096, 393216]] and r["timed_calls"] >= session.MIN_CALLS * session.ROUNDS
 
 
 def test_build_in_init_is_made_ahead(results):
     """A load_inline in ModelNew.__init__ is built by the build ahead (ModelNew on the meta device), not again in the
     timed runner under the GPU's lock; its kernel is the one that runs."""
     r = results["init_build"]
-    assert r["status"] == "ok" and r["custom_kernel_calls"] >= 1, bench.result_summary(r)
+    assert r["status"] == "ok" and r["custom_kernel_calls"] >= 1, record.summary(r)
     assert r["phase_s"]["models"] < 5.0, r["phase_s"]
 
 
 def test_half_written_output_is_incorrect(results):
     r = results["half"]
-    assert r["status"] == "incorrect", bench.result_summary(r)
+    assert r["status"] == "incorrect", record.summary(r)
     n = 4096 * 393216
     assert r["mismatches"] >= n // 2 - 4 and r["nans"] >= n // 2 - 4    # the poisoned half is NaN
 
 
 def test_empty_like_without_work_is_incorrect(results):
     r = results["empty"]
-    assert r["status"] == "incorrect", bench.result_summary(r)
+    assert r["status"] == "incorrect", record.summary(r)
     assert r["nans"] > 0                                                # got poison, not a freed answer
 
 
 def test_side_stream_is_caught(results, swish, build_root):
     r = results["side_stream"]
-    assert (r["status"], r["hack"]) == ("hack", "side_stream"), bench.result_summary(r)
+    assert (r["status"], r["hack"]) == ("hack", "side_stream"), record.summary(r)
     r = bench.evaluate(swish, src("gpu_swish_side_stream.py"), static_checks=False, build_root=build_root, **KW)
-    assert r["status"] == "ok", bench.result_summary(r)                 # correct once the device is synchronised
-    assert r["speedup"] < 1.3, bench.result_summary(r)                 # and its work is inside the timed window
+    assert r["status"] == "ok", record.summary(r)                 # correct once the device is synchronised
+    assert r["speedup"] < 1.3, record.summary(r)                 # and its work is inside the timed window
 
 
 def test_illegal_memory_access_then_next_evaluation_works(results, swish, build_root):
     r = results["illegal"]
-    assert r["status"] in ("runtime_error", "crash"), bench.result_summary(r)
+    assert r["status"] in ("runtime_error", "crash"), record.summary(r)
     assert r["compiled"] and not r["correct"]
     r = bench.evaluate(swish, src("gpu_swish_fused.py"), build_root=build_root, **KW)
-    assert r["status"] == "ok" and r["compile_s"] < 30, bench.result_summary(r)   # the build is cached
+    assert r["status"] == "ok" and r["compile_s"] < 30, record.summary(r)   # the build is cached
 
 
 def test_hung_kernel_is_killed_within_the_call_limit(results, swish, build_root):
     """Issue 12 item 2: killed within max(30 s, 100x the reference's time) of its first trial, GPU free at once."""
     r = results["hang"]
-    assert r["status"] == "timeout" and "during trial" in r["error"], bench.result_summary(r)
+    assert r["status"] == "timeout" and "during trial" in r["error"], record.summary(r)
     limit = r["hang_limit_s"]
-    assert limit == max(bench.HANG_MIN_S, limit) and limit < 60, r
+    assert limit == max(session.HANG_MIN_S, limit) and limit < 60, r
     assert r["phase_s"].get("trials") is None and r["eval_s"] - r["phase_s"].get("wait", 0) < limit + 40, r
     import time
     t0 = time.time()
     again = bench.evaluate(swish, src("gpu_swish_fused.py"), build_root=build_root, **KW)
-    assert again["status"] == "ok" and time.time() - t0 < 60, bench.result_summary(again)
+    assert again["status"] == "ok" and time.time() - t0 < 60, record.summary(again)
 
 
 def test_outputs_reach_the_judge_through_cuda_ipc(results):
@@ -186,7 +188,7 @@ def hack_results(build_root):
         res = bench.evaluate_many(jobs, build_root=build_root, progress=True, **SUITE_KW, **json.loads(kw_json))
         out.update(zip([n for n, _ in items], res))
     for n, r in sorted(out.items()):
-        print(f"HACK {n:<22} {bench.result_summary(r)}")
+        print(f"HACK {n:<22} {record.summary(r)}")
         print(f"CLOCK {n:<21} {json.dumps(r.get('clock'))}")      # the parent's clock check, both draws
     return out
 
@@ -196,11 +198,11 @@ def test_hack_gets_no_reward(case, hack_results):
     name, _, _, expect = case
     r = hack_results[name]
     if expect == "no_reward":        # correct, and timed honestly: ~1x (1.05 allows timing noise; the hack's
-        assert r["status"] != "ok" or r["speedup"] < 1.05, bench.result_summary(r)   # would-be gain is ~100x)
+        assert r["status"] != "ok" or r["speedup"] < 1.05, record.summary(r)   # would-be gain is ~100x)
         return
-    assert r["status"] != "ok", bench.result_summary(r)
+    assert r["status"] != "ok", record.summary(r)
     hacks = expect[1].split("|") if len(expect) > 1 else [None]   # `a|b`: either name is right (both fire)
-    assert r["status"] == expect[0] and r["hack"] in hacks, bench.result_summary(r)
+    assert r["status"] == expect[0] and r["hack"] in hacks, record.summary(r)
 
 
 def legit_jobs():
@@ -229,7 +231,7 @@ def legit_results(build_root):
     res = dict(zip([j[0] for j in jobs], bench.evaluate_many(jobs, build_root=build_root, progress=True,
                                                                **SUITE_KW)))
     for n, r in sorted(res.items()):
-        print(f"LEGIT {n:<22} {bench.result_summary(r)} custom_kernel_calls={r['custom_kernel_calls']}")
+        print(f"LEGIT {n:<22} {record.summary(r)} custom_kernel_calls={r['custom_kernel_calls']}")
         print(f"CLOCK {n:<21} {json.dumps(r.get('clock'))}")
     return res
 
@@ -238,11 +240,11 @@ def legit_results(build_root):
 def test_legit_kernel_is_accepted(job, legit_results):
     name, _, cand, expect = job
     r = legit_results[name]
-    assert (r["status"], r["hack"]) == expect, bench.result_summary(r)
+    assert (r["status"], r["hack"]) == expect, record.summary(r)
     if expect[0] == "ok":
-        assert r["correct"] and 0.3 < r["speedup"] < 200, bench.result_summary(r)       # sane
+        assert r["correct"] and 0.3 < r["speedup"] < 200, record.summary(r)       # sane
         if "load_inline" in cand and name in [os.path.basename(f)[:-3] for f in LEGIT]:
-            assert r["custom_kernel_calls"] >= 1, bench.result_summary(r)    # the custom kernel really ran
+            assert r["custom_kernel_calls"] >= 1, record.summary(r)    # the custom kernel really ran
         assert r["protocol"] == "strict" and r["device_name"] and r["cuda_version"]
 
 
@@ -256,9 +258,9 @@ def test_protocols_on_gpu(build_root, legit_results):
     task, cand = kb_task("level1/21_Sigmoid"), open(os.path.join(ROOT, "tests", "legit", "sigmoid.py")).read()
     for proto, calls in (("kernelbench", 100), ("cudal1", 70)):
         r = bench.evaluate(task, cand, protocol=proto, build_root=build_root, **SUITE_KW)
-        print(f"PROTOCOL {proto:<12} {bench.result_summary(r)}")
-        assert r["status"] == "ok" and r["protocol"] == proto and r["timed_calls"] == calls, bench.result_summary(r)
-        assert 0.5 < r["speedup"] < 3, bench.result_summary(r)
+        print(f"PROTOCOL {proto:<12} {record.summary(r)}")
+        assert r["status"] == "ok" and r["protocol"] == proto and r["timed_calls"] == calls, record.summary(r)
+        assert 0.5 < r["speedup"] < 3, record.summary(r)
 
 
 def test_degenerate_screen_on_gpu(build_root):

@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
-from harness import buildcache  # noqa: E402
+from harness import batch, buildcache, record  # noqa: E402
 
 TASK = open(os.path.join(FIX, "cpu_task_scale.py")).read()
 CAND = open(os.path.join(FIX, "cand_init_fallback.py")).read()
@@ -32,7 +32,7 @@ def evaluated(tmp_path_factory):
 
 def test_fallback_in_init_is_the_fallback_hack(evaluated):
     r = evaluated[0]
-    assert (r["status"], r["hack"]) == ("hack", "fallback"), bench.result_summary(r)
+    assert (r["status"], r["hack"]) == ("hack", "fallback"), record.summary(r)
     assert "in ModelNew()" in r["error"] and "was not declared" in r["error"], r["error"]
     assert r["correct"] and r["speedup"] is not None       # measured (the audit shows it), never rewarded
 
@@ -41,7 +41,7 @@ def test_wrong_fallback_keeps_the_compiler_error(evaluated):
     """A fallback whose PyTorch path is also wrong: the record names the hack AND keeps the build's first compiler
     error, then the mismatch (the A100 audit's level1/84 and level3/45 had only the mismatch: issue 11 item 5)."""
     r = evaluated[3]
-    assert (r["status"], r["hack"], r["correct"]) == ("hack", "fallback", False), bench.result_summary(r)
+    assert (r["status"], r["hack"], r["correct"]) == ("hack", "fallback", False), record.summary(r)
     assert "was not declared" in r["error"] and "; then: " in r["error"] and "mismatches" in r["error"], r["error"]
     assert r["error"].index("was not declared") < r["error"].index("mismatches"), r["error"]
 
@@ -51,7 +51,7 @@ def test_fallback_then_a_stopping_hack_keeps_both(evaluated):
     names the stopping hack and still keeps the fallback's compiler error (session 16's A100 audit: level3/49 read
     only "the output of a timed call is wrong", its failed build in ModelNew() not named)."""
     r = evaluated[4]
-    assert (r["status"], r["hack"], r["correct"]) == ("hack", "input_mutation", False), bench.result_summary(r)
+    assert (r["status"], r["hack"], r["correct"]) == ("hack", "input_mutation", False), record.summary(r)
     assert "changed its inputs" in r["error"] and "; also: hack: " in r["error"], r["error"]
     assert "in ModelNew()" in r["error"] and "was not declared" in r["error"], r["error"]
 
@@ -212,30 +212,30 @@ def test_which_batches_prebuild_the_pch(monkeypatch):
     """evaluate_many makes the header ahead only for GPU batches with something to build, and CUDAL1_PCH=0 stops it."""
     monkeypatch.delenv("CUDAL1_PCH", raising=False)
     ext, plain = "from torch.utils.cpp_extension import load_inline\n", "import torch\n"
-    assert bench._prebuild_wanted("cuda", [plain, ext])
-    assert not bench._prebuild_wanted("cuda", [plain, plain])
-    assert not bench._prebuild_wanted("cpu", [ext])
+    assert batch.prebuild_wanted("cuda", [plain, ext])
+    assert not batch.prebuild_wanted("cuda", [plain, plain])
+    assert not batch.prebuild_wanted("cpu", [ext])
     monkeypatch.setenv("CUDAL1_PCH", "0")
-    assert not bench._prebuild_wanted("cuda", [ext])
+    assert not batch.prebuild_wanted("cuda", [ext])
 
 
 def test_a_batch_that_fills_the_build_cores_is_not_split(monkeypatch, tmp_path):
-    """bench.split_builds (issue 12 item 4): a build is split (three compilers) only while SPLIT_UNITS x the builds fit
+    """batch.split_builds (issue 12 item 4): a build is split (three compilers) only while SPLIT_UNITS x the builds fit
     the build workers; a crowded batch's build runners get CUDAL1_SPLIT=0 and its prebuilt headers leave the split
     build's two out; a set CUDAL1_SPLIT wins."""
     monkeypatch.delenv("CUDAL1_SPLIT", raising=False)
-    assert bench.SPLIT_UNITS == 3
-    assert [bench.split_builds(n, 14) for n in (1, 4, 5, 64)] == [True, True, False, False]
-    assert [bench.split_builds(n, 3) for n in (1, 2)] == [True, False]
+    assert batch.SPLIT_UNITS == 3
+    assert [batch.split_builds(n, 14) for n in (1, 4, 5, 64)] == [True, True, False, False]
+    assert [batch.split_builds(n, 3) for n in (1, 2)] == [True, False]
     monkeypatch.setenv("CUDAL1_SPLIT", "1")
-    assert bench.split_builds(64, 14)
+    assert batch.split_builds(64, 14)
     monkeypatch.delenv("CUDAL1_SPLIT")
     envs = []                                               # what each build runner would be given
-    monkeypatch.setattr(bench, "_evaluate", lambda name, t, c, o, **k: envs.append(o["extra_env"]) or
+    monkeypatch.setattr(bench, "_evaluate", lambda name, t, c, o, **k: envs.append(o.extra_env) or
                         dict(status="compile_error", error="x", error_type="BuildError", compile_s=1.0))
-    monkeypatch.setattr(bench, "_prebuild_wanted", lambda *a: True)
+    monkeypatch.setattr(batch, "prebuild_wanted", lambda *a: True)
     pre = []
-    monkeypatch.setattr(bench, "_prebuild_pch", lambda root, cpus, split=True: pre.append(split))
+    monkeypatch.setattr(batch, "prebuild_pch", lambda root, cpus, split=True: pre.append(split))
     cands = [f"from torch.utils.cpp_extension import load_inline\nX = {k}\n" for k in range(6)]
     for n, want in ((1, None), (6, {"CUDAL1_SPLIT": "0"})):
         envs.clear(), pre.clear()

@@ -43,7 +43,7 @@ def test_pch_is_built_and_valid_for_the_real_compile(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDAL1_BUILD_ROOT", str(tmp_path))
     monkeypatch.setenv("CUDAL1_PCH", "1")
     src_ = CPP_SRC.replace("2.0f", "5.0f")
-    m = bench.cached_load_inline(name="cudal1_test_pch", cpp_sources=src_, functions=["scale_shift"])
+    m = buildcache.cached_load_inline(name="cudal1_test_pch", cpp_sources=src_, functions=["scale_shift"])
     assert torch.equal(m.scale_shift(torch.ones(2)), torch.full((2,), 6.0))
     gch = [os.path.join(r, f) for r, _, fs in os.walk(tmp_path / "pch") for f in fs if f == "cudal1_light.h.gch"]
     assert len(gch) == 1, gch
@@ -67,7 +67,7 @@ def test_light_prelude_falls_back_to_torch_extension_h(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDAL1_PCH", "0")
     nn_src = ("torch::Tensor relu6(torch::Tensor x) {\n"
               "    return torch::nn::functional::hardtanh(x, torch::nn::functional::HardtanhFuncOptions().min_val(0).max_val(6));\n}")
-    m = bench.cached_load_inline(name="cudal1_test_nn", cpp_sources=nn_src, functions=["relu6"])
+    m = buildcache.cached_load_inline(name="cudal1_test_nn", cpp_sources=nn_src, functions=["relu6"])
     assert torch.equal(m.relu6(torch.tensor([-1.0, 3.0, 9.0])), torch.tensor([0.0, 3.0, 6.0]))
     key = buildcache.build_key(buildcache.inline_args("cudal1_test_nn", nn_src, functions=["relu6"]))
     assert open(tmp_path / key / "main.cpp").read().startswith("#include <torch/extension.h>")

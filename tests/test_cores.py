@@ -105,21 +105,22 @@ def test_an_evaluation_with_a_core_split_runs_whole(monkeypatch, tmp_path):
     # the GPU-only path (core_split gives a split only for CUDA on 8+ cores) forced on the CPU device: the runner's
     # spec, the judge's spec and the parent's pinned timing thread, through a real evaluation
     import bench
+    from harness import record
     seen, locked = [], []
     monkeypatch.setattr(cores, "core_split", lambda device, gpu=None: seen.append(device) or ([CPUS[-1]], CPUS[:-1]))
-    setup = session._Session.setup
+    setup = session.Session.setup
 
     def watched_setup(self):              # under the GPU's lock: where are this thread and the judge?
-        locked.append((os.sched_getaffinity(0), os.sched_getaffinity(self.jw.w.pid)))
+        locked.append((os.sched_getaffinity(0), os.sched_getaffinity(self.judge_worker.worker.pid)))
         return setup(self)
-    monkeypatch.setattr(session._Session, "setup", watched_setup)
+    monkeypatch.setattr(session.Session, "setup", watched_setup)
     task = ("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
             "def get_inputs():\n    return [torch.randn(256)]\ndef get_init_inputs():\n    return []\n")
     cand = task.replace("class Model(", "class ModelNew(")
     before = os.sched_getaffinity(0)
     r = bench.evaluate(task, cand, device="cpu", num_correct_trials=2, time_budget_s=0.1,
                        build_root=str(tmp_path / "build"))
-    assert r["status"] == "ok" and r["correct"], bench.result_summary(r)
+    assert r["status"] == "ok" and r["correct"], record.summary(r)
     assert seen and os.sched_getaffinity(0) == before          # this thread is back where it was
     assert locked == [({CPUS[-1]}, {CPUS[-1]})]                  # the caller's thread and the judge on the timing core
 

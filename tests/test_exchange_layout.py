@@ -11,6 +11,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bench  # noqa: E402
 from harness import judge  # noqa: E402
+from harness import record  # noqa: E402
 from harness import runner  # noqa: E402
 
 
@@ -71,4 +72,4 @@ NHWC_WRONG = NHWC.replace("* 2.0)", "* 2.0).permute(0, 1, 3, 2)")   # H and W sw
 def test_channels_last_candidate_is_judged_on_its_values(tmp_path, cand, status):
     r = bench.evaluate(TASK, cand, device="cpu", num_correct_trials=2, time_budget_s=0.1, timeout_s=120,
                        build_root=str(tmp_path))
-    assert r["status"] == status, bench.result_summary(r)
+    assert r["status"] == status, record.summary(r)

@@ -12,7 +12,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bench  # noqa: E402
 import prompting  # noqa: E402
-from harness import judge, scan, session  # noqa: E402
+from harness import judge, record, scan, session  # noqa: E402
+from harness.options import Options  # noqa: E402
 
 # ---- prompting.extract_code: among several Python blocks defining ModelNew, the longest is the module ----
 
@@ -35,10 +36,10 @@ def test_extract_code_takes_the_longest_module_wherever_it_sits(answer):
 # ---- the clock limit: each of its three terms sets it in one case; excess just under passes, just over is named --
 
 def verdict(device, cand, ref):
-    """session._Session.verdict on one candidate set and one reference set of (claimed ms, clock ms) calls (as in
+    """session.Session.verdict on one candidate set and one reference set of (claimed ms, clock ms) calls (as in
     test_verdict.py): (the record's clock dict, the hack kinds named)."""
-    s = object.__new__(session._Session)
-    s.o, s.res, s.info, s.hacks = dict(device=device, protocol="strict"), {}, {}, []
+    s = object.__new__(session.Session)
+    s.options, s.res, s.task_info, s.hacks = Options(device=device, protocol="strict"), {}, {}, []
     s.clock_kind = "cpu" if device == "cpu" else "wall"
     s.cand_sets = [[(0, m, w / 1e3) for m, w in cand]]
     s.ref_sets = [[(0, m, w / 1e3) for m, w in ref]]
@@ -75,8 +76,8 @@ def test_cpu_counted_time_floor_uses_the_overhead_share():
     # call whose clock reads 20 + 40 + 9.8 ms counts as 60 + 9.8 - 40 - 10 = 19.8 -> the claim, 20 ms; one of 12 ms
     # on the same clock (excess 17.8 ms: also named) counts as 19.8 ms
     for claimed, counted, hacks in ((20.0, 20.0, []), (12.0, 19.8, ["clock_mismatch"])):
-        s = object.__new__(session._Session)
-        s.o, s.res, s.info, s.hacks = dict(device="cpu", protocol="strict"), {}, {}, []
+        s = object.__new__(session.Session)
+        s.options, s.res, s.task_info, s.hacks = Options(device="cpu", protocol="strict"), {}, {}, []
         s.clock_kind, s.pool = "cpu", None
         s.cand_sets = [[(0, claimed, (20.0 + 40.0 + 9.8) / 1e3)] * 5]
         s.ref_sets = [[(0, 40.0, 80.0 / 1e3)] * 5]
@@ -173,12 +174,12 @@ def test_precision_rule_each_term_at_its_boundary(name, precision_results):
     inside = err < threshold
     assert abs(err / threshold - 1) > 0.02, (name, err, threshold)   # a clear side of the boundary, by hand
     p = r["precision"]
-    assert p and p["threshold"] == pytest.approx(threshold, rel=1e-6), (name, p, bench.result_summary(r))
+    assert p and p["threshold"] == pytest.approx(threshold, rel=1e-6), (name, p, record.summary(r))
     assert p["err"] == pytest.approx(err, rel=1e-6), (name, p)
     if inside:
-        assert (r["status"], r["hack"]) == ("ok", None), bench.result_summary(r)
+        assert (r["status"], r["hack"]) == ("ok", None), record.summary(r)
     else:
-        assert (r["status"], r["hack"]) == ("hack", "precision_downgrade"), bench.result_summary(r)
+        assert (r["status"], r["hack"]) == ("hack", "precision_downgrade"), record.summary(r)
 
 
 # ---- judge.mismatches_vs64: which elements fail, not only how many ----

@@ -10,6 +10,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bench  # noqa: E402
 from harness import judge  # noqa: E402
+from harness import record  # noqa: E402
 
 # ((a + b) - a) * 2 in float32 with |a| ~ 1e8: a + b rounds b to a multiple of ulp(a) = 8, so the fp32 reference is
 # off from the truth 2b by up to 8 per element, far beyond atol=rtol=1e-2; computing 2b directly is exact
@@ -46,9 +47,9 @@ def test_mismatches_vs64_by_hand():
 def test_an_exact_answer_to_an_inexact_reference_is_correct(tmp_path, cand, status):
     r = bench.evaluate(TASK, cand, device="cpu", num_correct_trials=2, time_budget_s=0.1, timeout_s=120,
                        build_root=str(tmp_path))
-    assert r["status"] == status, bench.result_summary(r)
+    assert r["status"] == status, record.summary(r)
     if status == "ok":
         off = r["fp32_reference_off"]
         assert off and off["mismatches"] > 100 and off["where"] == "a correctness trial", off
     else:
-        assert r["mismatches"] > 1000 and not r["fp32_reference_off"], bench.result_summary(r)
+        assert r["mismatches"] > 1000 and not r["fp32_reference_off"], record.summary(r)

@@ -11,6 +11,7 @@ import sys
 import bench
 import common
 import prompting
+from harness import record
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -43,7 +44,7 @@ def test_self_train_rounds(tiny_cpu_prepared, tmp_path):
     for k in kept[:3]:  # judged ok by bench, again, here
         assert prompting.extract_code(k["response"])[0] == k["code"]
         r = bench.evaluate(tasks[k["task"]]["src"], k["code"], device="cpu", num_correct_trials=2, time_budget_s=0.1)
-        assert r["status"] == "ok", bench.result_summary(r)
+        assert r["status"] == "ok", record.summary(r)
     for r in (0, 1):
         assert (st / f"round{r}" / "model" / "config.json").exists()
     assert json.load(open(st / "summary.json"))["success_rate"] == [h["success_rate"] for h in log]

@@ -1,4 +1,4 @@
-"""bench._Session.verdict on hand-made timed sets: the parent's clock rules of issue 11 item 1, golden values by hand.
+"""session.Session.verdict on hand-made timed sets: the parent's clock rules of issue 11 item 1, golden values by hand.
 
 A timed set is [(round, claimed ms, clock s)]; the clock is the parent's wall clock on a GPU and the runner's CPU time
 on the CPU device. No process, no task: only the arithmetic that turns measurements into a speedup and a hack.
@@ -9,14 +9,15 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import bench  # noqa: E402
+from harness import session  # noqa: E402
+from harness.options import Options  # noqa: E402
 
 
 def verdict(device, cand, ref, protocol="strict", first=None):
     """The record verdict() writes for one candidate set and one reference set of (claimed ms, clock ms) calls;
     `first` = (cand, ref) of a first draw that measure() measured again."""
-    s = object.__new__(bench._Session)
-    s.o, s.res, s.info, s.hacks = dict(device=device, protocol=protocol), {}, {}, []
+    s = object.__new__(session.Session)
+    s.options, s.res, s.task_info, s.hacks = Options(device=device, protocol=protocol), {}, {}, []
     s.clock_kind = "cpu" if device == "cpu" else "wall"
     s.cand_sets = [[(0, m, w / 1e3) for m, w in cand]]
     s.ref_sets = [[(0, m, w / 1e3) for m, w in ref]]
@@ -97,9 +98,9 @@ def test_gpu_second_draw_pools_both_draws_calls():
 
 
 def measured(attempts, hacks_before=(), clock_kind="wall"):
-    """_Session.measure() over scripted attempts: each (excess ms, limit ms) is what one measurement's verdict finds
+    """Session.measure() over scripted attempts: each (excess ms, limit ms) is what one measurement's verdict finds
     (a clock_mismatch when excess > limit). Returns the final hacks, the clock record and the restarts made."""
-    s = object.__new__(bench._Session)
+    s = object.__new__(session.Session)
     s.res, s.hacks, calls = {"phase_s": {}}, list(hacks_before), dict(restart=0, verdict=0)
     s.mark = 0.0                                      # lap()'s clock: the phases are not what these tests read
     s.cand_sets = s.ref_sets = s.pool = None

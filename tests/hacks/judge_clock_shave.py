@@ -7,7 +7,7 @@ runner's per-call timer (runner.Clock.call, through sys.modules) by one that rep
 and the runner's snapshot of its own functions (`_watched`) by one that returns the originals, so the first
 filter sees nothing. Unlike a 40x claim, the unexplained time per call is small: the real time x 0.29, the
 claim x 0.4. The parent's clock names it where its tolerance is tighter than that (a quarter of the claim on a GPU,
-a fifth on the CPU device: bench.WALL_REL); the reference's own op would otherwise get ~1.4x. On the CPU device the
+a fifth on the CPU device: session.WALL_REL); the reference's own op would otherwise get ~1.4x. On the CPU device the
 counted time is also never below the runner's CPU time less the reference's overhead and a noise allowance.
 (With a tolerance of the whole claim on the CPU, it earned 1.63x and 1.65x in two CI runs.)
 GPU only, end to end: on the CPU device of a busy 2-core CI box the reference's own time moves by more than the
