@@ -223,7 +223,10 @@ class ModelNew(Model):
 @pytest.mark.parametrize("body", [
     "return super().forward(x)",
     '"""Runs the fused kernel."""\n        return super().forward(x)',
-], ids=["plain", "with_docstring"])
+    "return super(ModelNew, self).forward(x)",
+    "out = super().forward(x)\n        return out",
+    "return Model.forward(self, x)",
+], ids=["plain", "with_docstring", "super_with_arguments", "two_statements", "through_the_class"])
 def test_scan_flags_a_forward_that_only_returns_the_reference(body):
     assert scan.static_check(FALLBACK.format(body=body)) == (
         "hack", "inherits_reference", "ModelNew subclasses the reference Model and runs its forward (§4)")
