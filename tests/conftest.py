@@ -23,7 +23,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):   # workers share the cores: one threa
 # The longest files first (each is one unit of `--dist loadfile`; seconds on a busy 2-core box): started last, one of
 # them alone would keep one worker busy minutes after the other ran out of files.
 LONGEST_FIRST = ("test_rl_runs.py", "test_buildcache.py", "test_bench.py", "test_evaluate.py", "test_build_failures.py",
-                 "test_bench_attacks.py", "test_interrupts.py", "test_tiny_cpu.py", "test_sft.py", "test_sft_selftrain.py")
+                 "test_bench_attacks.py", "test_interrupts.py", "test_tiny_cpu.py", "test_sft.py",
+                 "test_sft_selftrain.py")
 
 
 def pytest_collection_modifyitems(config, items):

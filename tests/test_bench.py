@@ -220,7 +220,8 @@ def test_evaluate_many_keeps_order_and_isolates_failures(env):
     assert a["candidate_hash"] == c["candidate_hash"] != b["candidate_hash"]
     assert KEYS <= set(b) and b["eval_s"] < 1          # a static failure starts no process
     # c's own keywords (the 4th item) applied to c alone; on_result saw every job once, as it finished
-    assert (a["trials"], a["timed_calls"] > 0) == (2, True) and (c["trials"], c["timed_calls"], c["speedup"]) == (1, 0, None)
+    assert (a["trials"], a["timed_calls"] > 0) == (2, True)
+    assert (c["trials"], c["timed_calls"], c["speedup"]) == (1, 0, None)
     assert sorted(env["many_seen"]) == [(0, "ok"), (1, "static"), (2, "ok")]
     assert set(a["phase_s"]) >= {"start", "setup", "import", "models", "trials", "timing", "end"}, a["phase_s"]
 
@@ -275,7 +276,7 @@ def test_a_runners_death_is_settled_before_the_next_timing(tmp_path, monkeypatch
 def test_hang_is_killed_at_the_call_limit_not_the_timeout(monkeypatch, tmp_path):
     """Issue 12 item 2: a call that never returns is killed at max(HANG_MIN_S, HANG_FACTOR x the reference's
     time), not at the candidate's whole timeout (here 300 s); the next evaluation runs at once."""
-    from harness import session                                  # the rule lives with the code that applies it (bench re-exports)
+    from harness import session                                  # the rule lives with the code that applies it
     monkeypatch.setattr(session, "HANG_MIN_S", 4.0)
     t0 = time.time()
     r = bench.evaluate(TASK, src("cand_hang.py"), device="cpu", timeout_s=300, build_root=str(tmp_path))
@@ -380,7 +381,8 @@ def test_static_checks():
         "# torch.cuda.Stream() would be a hack\n_kernels = {}\n"
         "def launch(x):\n    k = _kernels[(x.dtype, x.shape)]\n    return k(x.data_ptr())",
         '"""Faster than autocast or .half(), which would lose precision."""',
-        'cu = """\n// no cudaStreamCreate here: one stream\n/* __half would be a downgrade */\n__global__ void k() {}\n"""',
+        'cu = """\n// no cudaStreamCreate here: one stream\n/* __half would be a downgrade */\n'
+        '__global__ void k() {}\n"""',
         "torch.backends.cuda.matmul.allow_tf32 = False", "torch.backends.cudnn.allow_tf32 = True",
         "with torch.autocast('cuda', enabled=False):\n    pass",
         "_w = {}\ndef folded(w):\n    k = w.data_ptr()\n    if k not in _w:\n        _w[k] = w * 2\n    return _w[k]",
@@ -524,7 +526,8 @@ def test_one_proc_scan_serves_every_waiting_thread(monkeypatch):
     process group's resident memory."""
     from harness import forkserver
     scans, listdir = [], os.listdir
-    monkeypatch.setattr(forkserver.os, "listdir", lambda p=".": (scans.append(p) if p == "/proc" else None) or listdir(p))
+    monkeypatch.setattr(forkserver.os, "listdir",
+                        lambda p=".": (scans.append(p) if p == "/proc" else None) or listdir(p))
     monkeypatch.setitem(forkserver._RSS, "t", -1e9)
     pgid = os.getpgid(0)
     with ThreadPoolExecutor(16) as pool:

@@ -53,7 +53,8 @@ def init_build_src():
     return head + ("class ModelNew(nn.Module):\n"
                    "    def __init__(self):\n"
                    "        super().__init__()\n"
-                   "        self.ext = load_inline(name='swish_fused_init', cpp_sources=cpp_src, cuda_sources=cuda_src,\n"
+                   "        self.ext = load_inline(name='swish_fused_init', cpp_sources=cpp_src, "
+                   "cuda_sources=cuda_src,\n"
                    "                               functions=['swish'], verbose=False)\n\n"
                    "    def forward(self, x):\n"
                    "        return self.ext.swish(x)\n")

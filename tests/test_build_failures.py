@@ -111,7 +111,8 @@ def test_which_build_errors_a_fuller_prelude_could_fix():
     """buildcache.needs_more_headers on the compiler lines the H200 demo's broken RL samples and the CUDA-L1 release
     produced: only an undeclared name or a missing member/header of the failing unit earns a second compile."""
     ninja_main = ("[1/3] c++ -MMD -c main.cpp -o main.o\nFAILED: main.o\n"
-                  "main.cpp:8:69: error: invalid conversion from ‘int64_t’ {aka ‘long int’} to ‘float*’ [-fpermissive]\n"
+                  "main.cpp:8:69: error: invalid conversion from ‘int64_t’ {aka ‘long int’} to ‘float*’ "
+                   "[-fpermissive]\n"
                   "[2/3] nvcc -c cuda.cu -o cuda.cuda.o\n")
     assert not buildcache.needs_more_headers(ninja_main, "cuda.cu")    # cuda.cu is only named, it did not fail
     assert not buildcache.needs_more_headers(ninja_main, "main.cpp")   # a type error: no header fixes it
@@ -172,7 +173,8 @@ def test_prebuilt_pch_is_the_one_a_candidate_build_uses(tmp_path, monkeypatch):
     """Issue 12 item 4: bench.evaluate_many makes main.cpp's precompiled header in the parent before the batch's builds
     (buildcache.prebuild_pch); it must be the very header (same signature, same folder) that a candidate with CUDA
     sources and no flags then finds, and making it must not touch the GPU (no CUDA context in bench's parent: torch
-    asks the GPU for an arch unless an arch flag is given). gcc is replaced by a recorder (a real header costs ~40 s)."""
+    asks the GPU for an arch unless an arch flag is given). gcc is replaced by a recorder (a real header costs
+    ~40 s)."""
     import subprocess
     import torch
     monkeypatch.setattr(buildcache.cpp_extension, "CUDA_HOME", buildcache.cpp_extension.CUDA_HOME or

@@ -66,7 +66,8 @@ def test_light_prelude_falls_back_to_torch_extension_h(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDAL1_BUILD_ROOT", str(tmp_path))
     monkeypatch.setenv("CUDAL1_PCH", "0")
     nn_src = ("torch::Tensor relu6(torch::Tensor x) {\n"
-              "    return torch::nn::functional::hardtanh(x, torch::nn::functional::HardtanhFuncOptions().min_val(0).max_val(6));\n}")
+              "    return torch::nn::functional::hardtanh(\n"
+              "        x, torch::nn::functional::HardtanhFuncOptions().min_val(0).max_val(6));\n}")
     m = buildcache.cached_load_inline(name="cudal1_test_nn", cpp_sources=nn_src, functions=["relu6"])
     assert torch.equal(m.relu6(torch.tensor([-1.0, 3.0, 9.0])), torch.tensor([0.0, 3.0, 6.0]))
     key = buildcache.build_key(buildcache.inline_args("cudal1_test_nn", nn_src, functions=["relu6"]))
@@ -198,7 +199,8 @@ def test_lightened_cuda_source_is_retried_as_written(tmp_path, monkeypatch):
             raise RuntimeError("error building extension: cuda.cu(3): error: identifier \"py\" is undefined")
         return Built()
     monkeypatch.setattr(buildcache.cpp_extension, "load", fake_load)
-    cuda = "#include <torch/extension.h>\n__global__ void k(float* x) {}\ntorch::Tensor f(torch::Tensor x) { return x; }"
+    cuda = ("#include <torch/extension.h>\n__global__ void k(float* x) {}\n"
+            "torch::Tensor f(torch::Tensor x) { return x; }")
     args = buildcache.inline_args("t", "", cuda, functions=["f"])
     out = buildcache._compile_extension(args, str(tmp_path), "t_mod", False, str(tmp_path))
     assert isinstance(out, Built) and len(seen) == 2

@@ -66,7 +66,8 @@ def test_mistyped_and_empty_local_folders(tmp_path, data):
 def test_malformed_kernels_file_names_file_line_and_cause(tmp_path):
     task = json.loads(open(os.path.join(FIX, "eval_tasks.jsonl")).readline())
     bad = tmp_path / "k.jsonl"
-    bad.write_text(json.dumps(dict(task=task["name"], code="class ModelNew: pass")) + "\n\n" + '{"task": "x", "code": \n')
+    good_line = json.dumps(dict(task=task["name"], code="class ModelNew: pass"))
+    bad.write_text(good_line + "\n\n" + '{"task": "x", "code": \n')
     args = [f"--tasks_file={FIX}/eval_tasks.jsonl", "--device=cpu", "--baselines=eager", f"--eval_dir={tmp_path}/e"]
     p = run(["evaluate.py", f"--kernels={bad}", *args])
     assert one_error_line(p) == f"error: {bad}:3: not valid JSON (Expecting value: column 22); fix or delete that line"

@@ -169,7 +169,8 @@ def test_chain_interrupted_in_every_stage_continues(tmp_path):
     p = start(cmd + ["--resume=True"], tmp_path, tmp_path / "6.log")
     assert p.wait(timeout=900) == 0, open(tmp_path / "6.log").read()[-4000:]
     summary = json.load(open(out / "eval" / "summary.json"))
-    assert set(summary["per_sample"]) == {"before_rl", "after_rl"} and summary["env"]["torch_version"] == torch.__version__
+    assert set(summary["per_sample"]) == {"before_rl", "after_rl"}
+    assert summary["env"]["torch_version"] == torch.__version__
     assert json.load(open(out / "chain.json")) == {"prepare.py": "done", "sft.py": "done", "evaluate.py": "done"}
     # 6. --resume=True on the finished run: no training, the report again, and it says so (a newcomer read the
     # "resumed from ... at step 4" line as a restart, session 16)
