@@ -80,6 +80,7 @@ import common
 import prompting
 from evaluation import report
 from evaluation import taskset
+from training import generation, models
 
 # -----------------------------------------------------------------------------
 # config: --key=value overrides any of these (common.configure)
@@ -248,13 +249,13 @@ def sample_answers(todo, samples, mains, ref, path):
         if not need:
             continue
         try:
-            lm, tok = common.load_model(name, device=device)
+            lm, tok = models.load_model(name, device=device)
         except RuntimeError as e:
             sys.exit(f"error: {e}")
         torch.manual_seed(seed)
         for k in sorted(set(need.values())):  # tasks that lack k answers (all of them, unless a run was stopped)
             group = [n for n in need if need[n] == k]
-            gen = common.generate(lm, tok, [text(n) for n in group], k, max_new_tokens, temperature)
+            gen = generation.generate(lm, tok, [text(n) for n in group], k, max_new_tokens, temperature)
             for i, g in enumerate(tqdm(gen, total=len(group) * k, desc=f"generate ({m})")):
                 n = group[i // k]
                 code, err = prompting.extract_code(g["text"])
@@ -314,7 +315,7 @@ if __name__ == "__main__":
         sys.exit("error: nothing to evaluate: no --kernels, no --model and no --baselines")
     for _, name in (mains if model else []):  # a mistyped model folder: its one-line error before anything is written
         try:
-            common.resolve_model(name, paths_only=True)
+            models.resolve_model(name, paths_only=True)
         except RuntimeError as e:
             sys.exit(f"error: {e}")
     tasks_file = tasks_file or os.path.join(out_dir, "tasks.jsonl")

@@ -67,6 +67,7 @@ import common
 
 import prompting
 from evaluation import taskset
+from training import generation, models
 
 # -----------------------------------------------------------------------------
 # config
@@ -301,21 +302,21 @@ class Teacher:
             with ThreadPoolExecutor(max(1, teacher_concurrency)) as pool:
                 return list(pool.map(lambda p: openai_chat(self.name, p), prompts))
         if self.model is None:  # loaded on first use, kept for the rest of this teacher's tasks
-            if common.vllm_available() and device.startswith("cuda"):
+            if generation.vllm_available() and device.startswith("cuda"):
                 from transformers import AutoTokenizer
                 self.tok = AutoTokenizer.from_pretrained(self.name)
-                self.model, self.vllm = common.load_vllm(self.name, gpu_memory_utilization=0.85, seed=seed), True
+                self.model, self.vllm = generation.load_vllm(self.name, gpu_memory_utilization=0.85, seed=seed), True
             else:
                 try:
-                    self.model, self.tok = common.load_model(self.name, device=device,
+                    self.model, self.tok = models.load_model(self.name, device=device,
                                                              dtype="bfloat16" if device.startswith("cuda") else "float32")
                 except RuntimeError as e:
                     raise TeacherError(f"teacher {self.spec}: {e}") from None
                 self.vllm = False
         if self.vllm:
-            gens = common.vllm_generate(self.model, self.tok, prompts, 1, teacher_max_new_tokens, teacher_temperature)
+            gens = generation.vllm_generate(self.model, self.tok, prompts, 1, teacher_max_new_tokens, teacher_temperature)
         else:
-            gens = common.generate(self.model, self.tok, prompts, 1, teacher_max_new_tokens, teacher_temperature)
+            gens = generation.generate(self.model, self.tok, prompts, 1, teacher_max_new_tokens, teacher_temperature)
         return [g["text"] for g in gens]
 
     def close(self):

@@ -2,7 +2,7 @@
 one process, as `kill` and `timeout` send it) at any point of the chain prepare -> sft -> rl -> evaluate that
 `python rl.py --preset=...` runs: the line printed names the stage that was running, what the stage had measured or
 trained is kept, and the rerun it names continues. Real subprocesses on a one-task CPU setup (config/tiny_cpu.py cut
-down); the evaluator's own resume on a kernels file; common.run_script's passing on of a signal, without torch."""
+down); the evaluator's own resume on a kernels file; training.stages.run_script's passing on of a signal, without torch."""
 import json
 import os
 import shutil
@@ -69,7 +69,7 @@ def test_run_script_passes_a_signal_on_once(tmp_path):
         print("got", ",".join(got), flush=True)
         sys.exit(130)
     """))
-    parent = f"import common\nprint('returned', common.run_script({str(child)!r}, []), flush=True)\n"
+    parent = f"from training import stages\nprint('returned', stages.run_script({str(child)!r}, []), flush=True)\n"
     for sig in (signal.SIGINT, signal.SIGTERM):
         log = tmp_path / f"{sig.name}.log"
         p = subprocess.Popen([sys.executable, "-c", parent], cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT,
