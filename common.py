@@ -24,12 +24,18 @@ GPU_PRESETS = {
     # arch: TORCH_CUDA_ARCH_LIST value for nvcc; gpu_name: what the prompt tells the model it is optimising for.
     # The batch sizes are for the default 1.5B policy (float32 weights and AdamW, bf16 autocast) on one card of
     # that GPU; scale them with --key=value for other models.
-    "a100": dict(device="cuda", arch="8.0", gpu_name="NVIDIA A100", num_prompts=4, num_generations=8, micro_batch_size=1),
-    "h100": dict(device="cuda", arch="9.0", gpu_name="NVIDIA H100", num_prompts=4, num_generations=8, micro_batch_size=1),
-    "h200": dict(device="cuda", arch="9.0", gpu_name="NVIDIA H200", num_prompts=8, num_generations=8, micro_batch_size=2),
-    "h20": dict(device="cuda", arch="9.0", gpu_name="NVIDIA H20", num_prompts=4, num_generations=8, micro_batch_size=1),
-    "l40": dict(device="cuda", arch="8.9", gpu_name="NVIDIA L40", num_prompts=2, num_generations=8, micro_batch_size=1),
-    "rtx3090": dict(device="cuda", arch="8.6", gpu_name="NVIDIA GeForce RTX 3090", num_prompts=1, num_generations=8, micro_batch_size=1),
+    "a100": dict(device="cuda", arch="8.0", gpu_name="NVIDIA A100", num_prompts=4, num_generations=8,
+                 micro_batch_size=1),
+    "h100": dict(device="cuda", arch="9.0", gpu_name="NVIDIA H100", num_prompts=4, num_generations=8,
+                 micro_batch_size=1),
+    "h200": dict(device="cuda", arch="9.0", gpu_name="NVIDIA H200", num_prompts=8, num_generations=8,
+                 micro_batch_size=2),
+    "h20": dict(device="cuda", arch="9.0", gpu_name="NVIDIA H20", num_prompts=4, num_generations=8,
+                micro_batch_size=1),
+    "l40": dict(device="cuda", arch="8.9", gpu_name="NVIDIA L40", num_prompts=2, num_generations=8,
+                micro_batch_size=1),
+    "rtx3090": dict(device="cuda", arch="8.6", gpu_name="NVIDIA GeForce RTX 3090", num_prompts=1, num_generations=8,
+                    micro_batch_size=1),
     "cpu": dict(device="cpu", arch="", gpu_name="CPU"),
 }
 
@@ -82,7 +88,7 @@ def configure(g, argv=None):
             continue
         if key not in g or key.startswith("_"):
             known = [k for k, v in g.items() if not k.startswith("_") and isinstance(v, (bool, int, float, str))]
-            known += ["preset", "gpu"]                   # (a newcomer's --presett=demo meant --preset)
+            known += ["preset", "gpu"]                   # (so --presett=demo suggests --preset)
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean --{close[0]}?)" if close else ""
             script = os.path.basename(g.get("__file__", "")) or "the script"

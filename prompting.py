@@ -79,7 +79,8 @@ def contrastive_prompt(task_src, exemplars, gpu_name="NVIDIA A100"):
                 "opportunity lies.")
     else:
         hint = "The bottlenecks of the reference and how to remove them."
-    parts += [_REQUIREMENTS_CPU if gpu_name == CPU else _REQUIREMENTS.format(gpu_name=gpu_name), "\n", _RULES, "\n", _ANSWER.format(analysis_hint=hint)]
+    requirements = _REQUIREMENTS_CPU if gpu_name == CPU else _REQUIREMENTS.format(gpu_name=gpu_name)
+    parts += [requirements, "\n", _RULES, "\n", _ANSWER.format(analysis_hint=hint)]
     return "".join(parts)
 
 

@@ -252,7 +252,8 @@ if __name__ == "__main__":
               "nor is evaluated on", flush=True)
     if master and reward_shape == "log_speedup" and failure_reward >= 0:
         print(f"warning: reward_shape=log_speedup with failure_reward={failure_reward}: a failure then earns more "
-              "than any correct kernel slower than the reference (log x < 0); give e.g. --failure_reward=-3", flush=True)
+              "than any correct kernel slower than the reference (log x < 0); give e.g. --failure_reward=-3",
+              flush=True)
     rl_dir, ckpt_dir = os.path.join(out_dir, "rl"), os.path.join(out_dir, "rl", "ckpt")
     # the earlier stages, when the preset chains them: rank 0 runs them, the other ranks wait at the barrier
     if master and prepare_if_missing:

@@ -321,7 +321,8 @@ if __name__ == "__main__":
     common.exit_on_interrupt("rerun with --resume=True to continue from the checkpoint it saved")
     common.configure(globals())
     quiet_transformers()  # no "Writing model shards" bar at every checkpoint: the log lines say it
-    if init_from != "tiny" and not self_train and not (resume and os.path.exists(os.path.join(out_dir, "sft", "state.pt"))):
+    resuming = resume and os.path.exists(os.path.join(out_dir, "sft", "state.pt"))
+    if init_from != "tiny" and not self_train and not resuming:
         try:  # a mistyped model folder is named first, before the device and the data it would be trained on
             resolve_model(init_from)
         except RuntimeError as e:

@@ -1,4 +1,4 @@
-"""Interrupts lose nothing (issue 14 item 3): Ctrl-C (SIGINT to the terminal's process group) or SIGTERM (to the
+"""Interrupts lose nothing: Ctrl-C (SIGINT to the terminal's process group) or SIGTERM (to the
 one process, as `kill` and `timeout` send it) at any point of the chain prepare -> sft -> rl -> evaluate that
 `python rl.py --preset=...` runs: the line printed names the stage that was running, what the stage had measured or
 trained is kept, and the rerun it names continues. Real subprocesses on a one-task CPU setup (config/tiny_cpu.py cut
@@ -171,8 +171,8 @@ def test_chain_interrupted_in_every_stage_continues(tmp_path):
     summary = json.load(open(out / "eval" / "summary.json"))
     assert set(summary["per_sample"]) == {"before_rl", "after_rl"} and summary["env"]["torch_version"] == torch.__version__
     assert json.load(open(out / "chain.json")) == {"prepare.py": "done", "sft.py": "done", "evaluate.py": "done"}
-    # 6. --resume=True on the finished run: no training, the report again, and it says so (a newcomer read the
-    # "resumed from ... at step 4" line as a restart, session 16)
+    # 6. --resume=True on the finished run: no training, the report again, and it says so (a bare
+    # "resumed from ... at step 4" line reads as a restart)
     p = start(cmd + ["--resume=True"], tmp_path, tmp_path / "7.log")
     assert p.wait(timeout=600) == 0, open(tmp_path / "7.log").read()[-4000:]
     text = open(tmp_path / "7.log").read()

@@ -54,7 +54,7 @@ def test_normalise_and_clip_golden():
 
 
 def test_reward_norm_group_keeps_a_fast_tasks_ordering():
-    # issue 13's example: one task whose 4 samples all run 4.5-5.5x next to 4 tasks whose samples all fail (0).
+    # the motivating example: one task whose 4 samples all run 4.5-5.5x next to 4 tasks whose samples all fail (0).
     fast, fail = [4.5, 4.9, 5.1, 5.5], [0.0] * 16
     r = torch.tensor(fast + fail)
     # batch (today): mean 1, population std sqrt(100.52 / 20 - 1) = 2.00649; z(4.5) = 3.5 / 2.00649 = 1.744 > 1.5, so
@@ -133,8 +133,8 @@ def _update(loss_type, rows, adv, **kw):
 
 def test_truncated_completions_stay_in_the_row_count():
     # 4 completions, 2 truncated and masked (mask_truncated_completions): TRL keeps them in B with a zero mask, so
-    # grpo and dr_grpo divide by B = 4, not by the 2 rows trained on (issue 13: the step grew with the truncation
-    # rate). Kept rows: 2 tokens with A = 1, 1 token with A = -3; on-policy, so every per-token loss is -A:
+    # grpo and dr_grpo divide by B = 4, not by the 2 rows trained on (else the step would grow with the
+    # truncation rate). Kept rows: 2 tokens with A = 1, 1 token with A = -3; on-policy, so every per-token loss is -A:
     #   grpo: (mean(-1, -1) + mean(3)) / B = (-1 + 3) / 4 = 0.5;   dr_grpo: (-1 - 1 + 3) / (B * 4) = 1 / 16;
     #   dapo: the token mean (-1 - 1 + 3) / 3; bnpo (micro_batch_size 1): the mean of the rows' token means,
     #   (mean(-1, -1) + mean(3)) / 2 = 1; neither depends on B.
@@ -331,7 +331,7 @@ HEAD = ("## Performance Analysis\nThe reference is memory bound.\n\n## Algorithm
 
 
 @pytest.mark.parametrize("name,answer", [
-    # the CUDA source first, then the module, prose between (issue 13: the prose was taken as code)
+    # the CUDA source first, then the module, prose between (the prose must not be taken as code)
     ("cpp_first", HEAD + "The kernel:\n```cpp\n" + CPP + "```\nNow the Python side, which loads it:\n```python\n"
      + MODULE + "```\nThis should be faster.\n"),
     ("Python_tag", HEAD + "```Python\n" + MODULE + "```\n"),
@@ -373,7 +373,7 @@ def test_contrastive_prompt_has_exemplars_and_rules():
 
 
 def test_contrastive_prompt_carries_table_3():
-    """Every element of CUDA-L1's Table 3 (REFERENCE.md §1.3, issue 13), in our words: the five analysis questions,
+    """Every element of CUDA-L1's Table 3 (REFERENCE.md §1.3), in our words: the five analysis questions,
     the requirements (builds and runs on current GPUs; a mismatch scores zero; a full ModelNew module), the two
     restrictions and the three '## ' sections."""
     p = prompting.contrastive_prompt("class Model: pass", [("code A", 1.5), ("code B", 0.9)], "NVIDIA H200")
@@ -446,7 +446,7 @@ def test_completion_logp_matches_unpadded_forward():
 
 
 def _full_vocab_logp(model, rows, pad_id, temp):
-    """completion_logp as it was before issue 13: the whole (B, C, V) fp32 log-softmax, entropy from it."""
+    """completion_logp without chunking: the whole (B, C, V) fp32 log-softmax, entropy from it."""
     P = max(len(r["prompt_ids"]) for r in rows)
     C = max(len(r["completion_ids"]) for r in rows)
     ids = torch.full((len(rows), P + C), pad_id, dtype=torch.long)
@@ -465,7 +465,7 @@ def _full_vocab_logp(model, rows, pad_id, temp):
 
 @pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 0])
 def test_chunked_logp_equals_full_vocab_logp(chunk_size):
-    # issue 13: log-probs and entropies per chunk of the sequence (logsumexp, the chosen token's logit; the chunk's
+    # log-probs and entropies per chunk of the sequence (logsumexp, the chosen token's logit; the chunk's
     # logits recomputed in backward) equal the full-vocabulary log-softmax within 1e-5, and so do the gradients;
     # rows of different prompt and completion lengths (left- and right-padding), temperature 0.7
     model = _tiny()
@@ -601,3 +601,14 @@ def test_step_summary_by_hand():
     assert h["frac_of_best"] == (3 / 2 + 0 + 1 / 1 + 0) / 4
     assert (h["ok"], h["incorrect"], h["format_error"], h["crash"]) == (0.5, 0.25, 0.25, 0.0)
     assert h["completion_len"] == 25.0 and h["truncated"] == 0.25
+
+
+def test_cpu_prompt_describes_the_cpu_task():
+    """gpu_name "CPU" (the CPU presets): the prompt asks for PyTorch or C++ timed on the CPU, never for a GPU or
+    CUDA kernels; a GPU name keeps the CUDA prompt."""
+    for text in (prompting.contrastive_prompt("class Model: pass", [("x = 1", 1.5), ("x = 2", 2.5)], "CPU"),
+                 prompting.contrastive_prompt("class Model: pass", [], "CPU"),
+                 prompting.stage1_prompt("class Model: pass", "CPU")):
+        assert "optimising PyTorch for the CPU" in text and "GPU" not in text and "CUDA" not in text, text
+    gpu = prompting.contrastive_prompt("class Model: pass", [("x = 1", 1.5)], "NVIDIA H200")
+    assert "optimising for the NVIDIA H200 GPU" in gpu and "custom CUDA kernels" in gpu and "CPU" not in gpu

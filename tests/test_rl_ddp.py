@@ -74,8 +74,8 @@ UPDATE = textwrap.dedent("""
 def test_two_rank_update_equals_one_process_update(tmp_path):
     """Every loss type, with equal ranks, unequal ranks and a rank without rows: the 2-rank update is the 1-process
     update (bnpo, a mean of per-micro-batch token means as in TRL, divides by the micro-batches of all ranks;
-    issue 13: it divided by the rank's own count, so 3 + 1 rows weighed the micro-batches unequally and 4 + 0 halved
-    the update)."""
+    dividing by the rank's own count would weigh the micro-batches of 3 + 1 rows unequally and halve the update
+    of 4 + 0)."""
     import torch
     script = tmp_path / "update.py"
     script.write_text(UPDATE)

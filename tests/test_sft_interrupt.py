@@ -1,4 +1,4 @@
-"""sft.py's bookkeeping (issue 13): the logged step loss is the token mean over all micro-batches of the step, and a
+"""sft.py's bookkeeping: the logged step loss is the token mean over all micro-batches of the step, and a
 Ctrl-C or SIGTERM at any point of an iteration leaves a checkpoint from which --resume reproduces the uninterrupted
 run exactly (losses and final weights), without ever applying a step twice."""
 import json

@@ -32,11 +32,12 @@ def hub_unreachable(timeout_s=3.0):
 
 def resolve_model(name, paths_only=False):
     """Where load_model finds `name`: (path or Hugging Face name, local_files_only). Checked before transformers is
-    asked, so that a mistake costs a second and one line instead of a minute of retries and a traceback: an existing folder must hold a model (config.json); a name that looks like a path (starts with / . ~,
-    has more than one "/", or its first part is an existing folder, like out/sftt) but does not exist is a
-    mistyped folder, and the closest names beside it are suggested; anything else is a Hugging Face name, loaded
-    from the local cache without the network when $HF_HUB_OFFLINE is set or the Hub cannot be reached
-    (hub_unreachable), an error when it is not cached then. Raises RuntimeError: one line, the cause and the fix."""
+    asked, so that a mistake costs a second and one line instead of a minute of retries and a traceback: an
+    existing folder must hold a model (config.json); a name that looks like a path (starts with / . ~, has more
+    than one "/", or its first part is an existing folder, like out/sftt) but does not exist is a mistyped folder,
+    and the closest names beside it are suggested; anything else is a Hugging Face name, loaded from the local cache
+    without the network when $HF_HUB_OFFLINE is set or the Hub cannot be reached (hub_unreachable), an error when
+    it is not cached then. Raises RuntimeError: one line, the cause and the fix."""
     import difflib
     path = os.path.expanduser(name)
     if os.path.isdir(path):
@@ -49,7 +50,8 @@ def resolve_model(name, paths_only=False):
             os.path.isdir(parts[0]) and len(parts) == 2:   # a path (no hub name ends in /): no hub advice
         parent = os.path.dirname(os.path.normpath(path)) or "."
         if os.path.isdir(parent):
-            near = difflib.get_close_matches(os.path.basename(os.path.normpath(path)), sorted(os.listdir(parent)), 3, 0.6)
+            near = difflib.get_close_matches(os.path.basename(os.path.normpath(path)), sorted(os.listdir(parent)),
+                                             3, 0.6)
             shown = sorted(n for n in os.listdir(parent) if not n.startswith("."))[:8]
             hint = ("did you mean " + " or ".join(repr(os.path.join(os.path.dirname(os.path.normpath(name)), m))
                                                   for m in near) + "?" if near else
@@ -163,7 +165,8 @@ def completion_logp(model, rows, pad_id, temp, chunk_size=512):
 def render_prompt(tok, prompt):
     """Prompt text as the model should see it: through the chat template when the tokenizer has one."""
     if getattr(tok, "chat_template", None):
-        return tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+        return tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                       add_generation_prompt=True)
     return prompt
 
 

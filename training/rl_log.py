@@ -46,7 +46,8 @@ def step_summary(step, recs, best_seed, stats):
     frac = lambda *ks: sum(r["status"] in ks for r in recs) / n
     return dict(step=step, reward=sum(r["reward"] for r in recs) / n, speedup_all=sum(speedups) / n,
                 speedup_mean=sum(speedups) / max(len(speedups), 1),
-                speedup_median=speedups[len(speedups) // 2] if speedups else 0.0, speedup_max=max(speedups, default=0.0),
+                speedup_median=speedups[len(speedups) // 2] if speedups else 0.0,
+                speedup_max=max(speedups, default=0.0),
                 frac_of_best=sum((r["speedup"] or 0.0) / best_seed[r["task"]] for r in recs) / n,
                 ok=frac("ok"), compile_error=frac("compile_error"), incorrect=frac("incorrect"), hack=frac("hack"),
                 format_error=frac("format_error"), crash=frac("crash", "timeout", "runtime_error"),

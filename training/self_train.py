@@ -45,8 +45,8 @@ def sample_round(cfg, model_dir, model, tok, tasks, db, rng):
         if cfg.use_vllm:
             print("use_vllm=True but vllm is not installed: sampling with transformers generate")
         model.to(cfg.device)
-        gens = list(generate(model, tok, prompts, cfg.self_train_samples, cfg.max_new_tokens, cfg.temperature, cfg.top_p,
-                                    batch_size=cfg.gen_batch_size))
+        gens = list(generate(model, tok, prompts, cfg.self_train_samples, cfg.max_new_tokens, cfg.temperature,
+                             cfg.top_p, batch_size=cfg.gen_batch_size))
     out = []
     for i, g in enumerate(gens):
         t, p = tasks[i // cfg.self_train_samples], prompts[i // cfg.self_train_samples]
@@ -80,7 +80,8 @@ def run(cfg, stage1_rows, load, finetune):
     log = common.read_jsonl(log_path) if os.path.exists(log_path) else []
     done = {h["round"] for h in log}
     bench_dev = "cuda" if cfg.device.startswith("cuda") else "cpu"
-    print(f"self-training: {len(tasks)} tasks x {cfg.self_train_samples} samples, {cfg.self_train_rounds} rounds, from {start}")
+    print(f"self-training: {len(tasks)} tasks x {cfg.self_train_samples} samples, {cfg.self_train_rounds} rounds, "
+          f"from {start}")
     for r in range(cfg.self_train_rounds + 1):
         rdir = os.path.join(st_dir, f"round{r}")
         model_in = start if r == 0 else os.path.join(st_dir, f"round{r - 1}", "model")
@@ -104,7 +105,8 @@ def run(cfg, stage1_rows, load, finetune):
             t1 = time.time()
             # 2. evaluate every distinct kernel once
             src = {t["name"]: t["src"] for t in tasks}
-            jobs = {kernel_key(s["task"], s["code"]): (s["task"], src[s["task"]], s["code"]) for s in samples if s["code"]}
+            jobs = {kernel_key(s["task"], s["code"]): (s["task"], src[s["task"]], s["code"])
+                    for s in samples if s["code"]}
             results = dict(zip(jobs, bench.evaluate_many(
                 list(jobs.values()), device=bench_dev, arch=cfg.arch or None, num_correct_trials=cfg.num_correct_trials,
                 time_budget_s=cfg.time_budget_s, timeout_s=cfg.timeout_s, build_workers=cfg.build_workers or None,
@@ -176,7 +178,8 @@ def run(cfg, stage1_rows, load, finetune):
             torch.cuda.empty_cache()
     log.sort(key=lambda h: h["round"])
     common.write_json_atomic(os.path.join(st_dir, "summary.json"), dict(
-        success_rate=[h["success_rate"] for h in log], rounds=cfg.self_train_rounds, samples_per_task=cfg.self_train_samples,
-        tasks=[t["name"] for t in tasks], final_model=os.path.join(st_dir, f"round{cfg.self_train_rounds - 1}", "model")))
+        success_rate=[h["success_rate"] for h in log], rounds=cfg.self_train_rounds,
+        samples_per_task=cfg.self_train_samples, tasks=[t["name"] for t in tasks],
+        final_model=os.path.join(st_dir, f"round{cfg.self_train_rounds - 1}", "model")))
     print("success rate per round: " + " ".join(f"{h['success_rate']:.3f}" for h in log))
     return log

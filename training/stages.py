@@ -43,7 +43,8 @@ def run_stage(script, argv, out_dir, resume, extra=()):
     if sig is None and rc == 0:
         return
     if sig is None and rc not in (130, -signal.SIGINT, -signal.SIGTERM):
-        sys.exit(f"error: {script} failed (exit status {rc}; its message is above); fix that and run this command again")
+        sys.exit(f"error: {script} failed (exit status {rc}; its message is above); fix that and run this command "
+                 "again")
     # after RL has steps, only --resume=True continues this out_dir (a plain rerun refuses to mix two runs)
     again = " ".join(["python rl.py"] + argv + ([] if resume or script in CHAIN[:2] else ["--resume=True"]))
     print(f"interrupted {'after' if rc == 0 else 'during'} {script} (stage {CHAIN.index(script) + 1} of 4: prepare "
