@@ -106,6 +106,8 @@ def configure(g, argv=None):
             else:
                 sys.exit(f"error: --{key}={val!r} should be {type(default).__name__}")
         g[key] = parsed
+    if str(g.get("device", "")).startswith("cpu") and "gpu_name" in g and "gpu_name" not in dict(pairs):
+        g["gpu_name"] = "CPU"  # candidates run and are timed on the CPU: the prompts say so (prompting.CPU)
     if want_help:
         print_help(g)
         sys.exit(0)

@@ -29,7 +29,6 @@ import contextlib
 import math
 import os
 import random
-import shlex
 import signal
 import sys
 import time
@@ -268,12 +267,12 @@ if __name__ == "__main__":
     torch.manual_seed(seed + rank)  # this rank's sampling
     tasks, train_tasks = stages.load_tasks(out_dir, split, train_degenerate, master)
     try:
-        db, cache = load_database(out_dir, list(tasks))
+        database, cache = load_database(out_dir, list(tasks))
         if result_cache:  # measurements of an earlier run on the same GPU (same task + same source = same kernel)
             cache.update(common.read_json(result_cache))
     except (ValueError, OSError) as e:
         sys.exit(f"error: {e}")
-    best_seed = {n: max([e["speedup"] for e in db[n]], default=0.0) or 1.0 for n in tasks}
+    best_seed = {n: max([e["speedup"] for e in database[n]], default=0.0) or 1.0 for n in tasks}
 
     state_path = os.path.join(ckpt_dir, "state.pt")
     resuming = resume and os.path.exists(state_path)
@@ -295,7 +294,7 @@ if __name__ == "__main__":
     step, history, pending = 0, [], None  # pending: the next step's batch, generated ahead (async_rollouts)
     if resuming:
         opt.load_state_dict(saved["opt"])
-        step, history, db, cache = saved["step"], saved["history"], saved["db"], {**cache, **saved["cache"]}
+        step, history, database, cache = saved["step"], saved["history"], saved["db"], {**cache, **saved["cache"]}
         rng.setstate(saved["rng"])
         pending = checkpoint.restore_rngs(saved, rank, world, rank_rng, device, seed)
         print(f"resumed from {ckpt_dir} at step {step}"
@@ -322,7 +321,7 @@ if __name__ == "__main__":
         names = names[rank * prompts_per_rank:(rank + 1) * prompts_per_rank]
         prompts = []
         for name in names:  # 1. prompts
-            shown = sample_exemplars(db[name], num_exemplars, rank_rng, exemplar_sampling, delta_s, tau)
+            shown = sample_exemplars(database[name], num_exemplars, rank_rng, exemplar_sampling, delta_s, tau)
             prompts.append(prompting.contrastive_prompt(tasks[name]["src"],
                                                         [(e["code"], e["speedup"]) for e in shown], gpu_name))
         if llm is not None:  # 2. sample
@@ -412,7 +411,7 @@ if __name__ == "__main__":
             found = [dict(task=s["task"], code=s["code"], speedup=s["speedup"]) for s in samples
                      if s["speedup"] is not None]
             for part in ddp.ddp_gather(found):
-                add_kernels(db, part, step)
+                add_kernels(database, part, step)
             # log (rank 0): one line per step over the samples of all ranks, every sample in samples.jsonl
             recs = rl_log.sample_records(step, rank, samples, rewards_norm, advantages, cache, mine)
             t_gen = (t1 - t0) + (t_next if async_rollouts else 0.0)  # generating in this step (async: the next batch)
@@ -420,35 +419,18 @@ if __name__ == "__main__":
                                            psum=ddp.param_checksum(model) if world > 1 else None))
             step += 1
             if master:
-                recs = sum((g["recs"] for g in gathered), [])
-                summary = rl_log.step_summary(step - 1, recs, best_seed, {k: sum(g["stats"][k] for g in gathered)
-                                                                          for k in stats})
-                summary.update(new_kernels=sum(g["new"] for g in gathered), world_size=world,
-                               rollout_staleness=staleness, t_gen=max(g["t"][0] for g in gathered),
-                               t_eval=max(g["t"][1] for g in gathered), t_train=max(g["t"][2] for g in gathered),
-                               t_step=time.time() - t0, wall=time.time())
-                if world > 1:
-                    summary["param_checksums"] = [g["psum"] for g in gathered]  # equal on every rank, or DDP is broken
-                    if len(set(summary["param_checksums"])) > 1:
-                        print(f"warning: ranks hold different weights after step {step - 1}: "
-                              f"{summary['param_checksums']}")
-                history.append(summary)
-                print(rl_log.format_line(summary), flush=True)
-                rl_log.write_step(rl_dir, recs, summary)
+                history.append(rl_log.log_step(rl_dir, step - 1, gathered, best_seed, staleness, t0))
             halt = any(ddp.ddp_gather(bool(stop)))  # every rank stops at the same step
             if step % save_interval == 0 or step == max_steps or halt:
                 rank_rngs = ddp.ddp_gather(checkpoint.rng_state(rank_rng, device, pending))
                 if master:
                     checkpoint.save(ckpt_dir, rl_dir, model, tok, dict(
-                        opt=opt.state_dict(), step=step, history=history, db=db, cache=cache, rng=rng.getstate(),
+                        opt=opt.state_dict(), step=step, history=history, db=database, cache=cache, rng=rng.getstate(),
                         rank_rng=rank_rngs, init_src=init_src, config=common.config_keys(globals())), history)
             if halt:
                 if master:
-                    again = (" ".join(["python"] + [shlex.quote(a) for a in sys.argv if a != "--resume=True"]
-                                      + ["--resume=True"]) if world == 1
-                             else "the same torchrun command and --resume=True")
                     print(f"saved a checkpoint after RL step {step - 1} ({step} of {max_steps} steps done) in "
-                          f"{ckpt_dir}; continue with: {again}", flush=True)
+                          f"{ckpt_dir}; continue with: {checkpoint.resume_command(world)}", flush=True)
                 sys.exit(130)
     except KeyboardInterrupt:
         print(f"rank {rank}: stopped at once, no checkpoint written; --resume=True continues from the last one")

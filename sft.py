@@ -176,12 +176,13 @@ def train(model, tok, rows, save_dir, iters=None):
     import threading
     iters = iters or max_iters
     rank, world = _dist()
+    # 1. encode (one split for every rank)
     examples = [encode_example(tok, r["prompt"], r["response"], max_len) for r in rows]
     rng = random.Random(seed)
     rng.shuffle(examples)  # the same split on every rank
     n_val = int(len(examples) * val_fraction) if len(examples) >= 10 else 0
-    val, tr = examples[:n_val], examples[n_val:]
-    assert tr, "no training examples"
+    val, train_examples = examples[:n_val], examples[n_val:]
+    assert train_examples, "no training examples"
     if rank:  # each rank draws its own batches (rank 0 goes on with the shuffling generator, as one process does)
         rng = random.Random(seed + rank)
     torch.manual_seed(seed + rank)
@@ -196,12 +197,13 @@ def train(model, tok, rows, save_dir, iters=None):
     it, history = 0, []
     state_path = os.path.join(save_dir, "state.pt")
     if resume and os.path.exists(state_path):
-        st = torch.load(state_path, weights_only=False, map_location="cpu")
-        assert st["world_size"] == world, f"{state_path} was saved by {st['world_size']} ranks, this run has {world}"
-        opt.load_state_dict(st["opt"])
-        it, history = st["iter"], st["history"]
-        rng.setstate(st["py_rng"][rank])
-        torch.set_rng_state(st["torch_rng"][rank])
+        saved = torch.load(state_path, weights_only=False, map_location="cpu")
+        assert saved["world_size"] == world, \
+            f"{state_path} was saved by {saved['world_size']} ranks, this run has {world}"
+        opt.load_state_dict(saved["opt"])
+        it, history = saved["iter"], saved["history"]
+        rng.setstate(saved["py_rng"][rank])
+        torch.set_rng_state(saved["torch_rng"][rank])
         if rank == 0:
             print(f"resumed at iter {it} from {save_dir}")
     amp = torch.autocast("cuda", dtype=getattr(torch, dtype), enabled="cuda" in device and dtype != "float32")
@@ -246,14 +248,15 @@ def train(model, tok, rows, save_dir, iters=None):
         while it < iters:
             for g in opt.param_groups:
                 g["lr"] = lr_at(it, iters)
-            # the step's micro-batches first: the token mean of the step needs their target-token total (all ranks)
-            batches = [collate(rng.sample(tr, min(batch_size, len(tr))), tok.pad_token_id, device)  # (B, T) each
+            # 2. batch: the step's micro-batches first, as the token mean of the step needs their target-token total
+            batches = [collate(rng.sample(train_examples, min(batch_size, len(train_examples))), tok.pad_token_id,
+                               device)  # (B, T) each
                        for _ in range(grad_accum)]
             n_tgt = torch.stack([m[:, 1:].sum() for _, m in batches]).sum().float()
             if world > 1:
                 torch.distributed.all_reduce(n_tgt)
             n_tgt = n_tgt.clamp(min=1.0) / world  # DDP averages the ranks' gradients: undo its 1 / world
-            total = 0.0
+            total = 0.0  # 3. loss, each micro-batch's share of the step's token mean
             for micro, (ids, mask) in enumerate(batches):
                 ntok += ids.numel()
                 # DDP: all-reduce the gradients only on the last micro-batch
@@ -263,7 +266,7 @@ def train(model, tok, rows, save_dir, iters=None):
                         loss = sft_loss(wrapped, ids, mask, num_tokens=n_tgt)
                     loss.backward()
                 total += loss.item()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)  # 4. update
             opt.step()
             opt.zero_grad(set_to_none=True)
             it += 1
@@ -279,7 +282,8 @@ def train(model, tok, rows, save_dir, iters=None):
                     dt = time.time() - t0
                     print(f"iter {it:5d} | loss {total:.4f}{vs} | lr {lr_at(it, iters):.2e} | "
                           f"{ntok * world / max(dt, 1e-9):.0f} tok/s | {dt:.0f}s", flush=True)
-            # an iteration boundary: weights, optimizer, counter, history and RNG states belong to the same moment
+            # 5. log (above) and save at an iteration boundary: weights, optimizer, counter, history and RNG states
+            # belong to the same moment
             halt = any(ddp.ddp_gather(bool(stop))) if world > 1 else bool(stop)
             if (save_interval and it % save_interval == 0 and it < iters) or it == stop_iter or halt:
                 save()

@@ -411,6 +411,11 @@ def test_configure_overrides_and_errors():
     common.configure(g, ["--lr=0.5", "--steps", "3", "--name=abc", "--flag", "--gpu=h200"])
     assert g["lr"] == 0.5 and g["steps"] == 3 and g["name"] == "abc" and g["flag"] is True
     assert g["arch"] == "9.0" and g["gpu_name"] == "NVIDIA H200" and g["gpu"] == "h200"
+    cpu = dict(device="cuda", gpu_name="NVIDIA A100")
+    common.configure(cpu, ["--device=cpu"])  # the candidates run on the CPU: so does the prompt's task
+    assert cpu["gpu_name"] == "CPU"
+    common.configure(cpu, ["--device=cpu", "--gpu_name=NVIDIA H200"])  # unless a name is given
+    assert cpu["gpu_name"] == "NVIDIA H200"
     with pytest.raises(SystemExit):
         common.configure(g, ["--nope=1"])
     with pytest.raises(SystemExit):

@@ -3,6 +3,7 @@ step, history, exemplar database, result cache, the shared task RNG and every ra
 async_rollouts the batch generated for the next step), so that --resume continues exactly: the next step is the
 one an uninterrupted run makes (tests/test_rl_runs.py)."""
 import os
+import shlex
 import sys
 
 import torch
@@ -26,6 +27,13 @@ def refuse_existing_run(rl_dir, out_dir, max_steps):
     sys.exit(f"error: {rl_dir} already holds a run ({n_logged} logged steps): --resume=True continues it; for another "
              "run point --out_dir at another folder (or at a copy of this one without rl/ and eval/, to reuse its "
              "data and SFT model)")
+
+
+def resume_command(world):
+    """The command that continues this run: this one with --resume=True (or, under torchrun, words saying so)."""
+    if world > 1:
+        return "the same torchrun command and --resume=True"
+    return " ".join(["python"] + [shlex.quote(a) for a in sys.argv if a != "--resume=True"] + ["--resume=True"])
 
 
 def rng_state(rank_rng, device, pending):

@@ -1,6 +1,7 @@
 """rl.py's logs: a record per sample (samples.jsonl, hacks.jsonl), one line per step (log.jsonl and the terminal,
 nanochat-style) and the training curves (curves.png), from the sample records of all ranks."""
 import os
+import time
 
 import common
 
@@ -27,6 +28,25 @@ def write_step(rl_dir, recs, summary):
                                 dict(step=r["step"], task=r["task"], hack=r["hack"], code=r["code"]))
         common.append_jsonl(os.path.join(rl_dir, "samples.jsonl"), r)
     common.append_jsonl(os.path.join(rl_dir, "log.jsonl"), summary)
+
+
+def log_step(rl_dir, step, gathered, best_seed, staleness, t_start):
+    """Rank 0: the step's summary from what every rank gathered (dicts of recs, stats, t = (gen, eval, train) s, new
+    kernels, psum = parameter checksum under torchrun), printed as one line and written with every sample record.
+    A step's time is its slowest rank's. Returns the summary."""
+    recs = sum((g["recs"] for g in gathered), [])
+    stats = {k: sum(g["stats"][k] for g in gathered) for k in gathered[0]["stats"]}
+    summary = step_summary(step, recs, best_seed, stats)
+    summary.update(new_kernels=sum(g["new"] for g in gathered), world_size=len(gathered), rollout_staleness=staleness,
+                   t_gen=max(g["t"][0] for g in gathered), t_eval=max(g["t"][1] for g in gathered),
+                   t_train=max(g["t"][2] for g in gathered), t_step=time.time() - t_start, wall=time.time())
+    if len(gathered) > 1:
+        summary["param_checksums"] = [g["psum"] for g in gathered]  # equal on every rank, or DDP is broken
+        if len(set(summary["param_checksums"])) > 1:
+            print(f"warning: ranks hold different weights after step {step}: {summary['param_checksums']}")
+    print(format_line(summary), flush=True)
+    write_step(rl_dir, recs, summary)
+    return summary
 
 
 def final_line(history):
