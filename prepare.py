@@ -314,7 +314,8 @@ class Teacher:
                     raise TeacherError(f"teacher {self.spec}: {e}") from None
                 self.vllm = False
         if self.vllm:
-            gens = generation.vllm_generate(self.model, self.tok, prompts, 1, teacher_max_new_tokens, teacher_temperature)
+            gens = generation.vllm_generate(self.model, self.tok, prompts, 1, teacher_max_new_tokens,
+                                            teacher_temperature)
         else:
             gens = generation.generate(self.model, self.tok, prompts, 1, teacher_max_new_tokens, teacher_temperature)
         return [g["text"] for g in gens]
