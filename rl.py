@@ -234,10 +234,11 @@ if __name__ == "__main__":
     for key, allowed in CHOICES.items():
         if globals()[key] not in allowed:
             sys.exit(f"error: --{key}={globals()[key]!r}; choose one of {', '.join(allowed)}")
-    try:  # a mistyped model folder is named before the device (the default cuda fails on a CPU machine)
-        resolve_model(policy, paths_only=True) if policy else None
-    except RuntimeError as e:
-        sys.exit(f"error: {e}")
+    if policy:  # a mistyped model folder is named before the device (the default cuda fails on a CPU machine)
+        try:
+            resolve_model(policy, paths_only=True)
+        except RuntimeError as e:
+            sys.exit(f"error: {e}")
     common.check_device(device)
     argv = sys.argv[1:]
     rank, world, local_rank, device = ddp.ddp_setup(device)
