@@ -45,6 +45,7 @@ from evaluation import report
 from evaluation import sampling
 from evaluation import screen
 from evaluation import taskset
+from training import models
 
 # -----------------------------------------------------------------------------
 # config: --key=value overrides any of these (common.configure)
@@ -106,7 +107,7 @@ if __name__ == "__main__":
     try:
         mains = [("kernels", kernels)] if kernels else sampling.parse_models(model)  # [(method, source)] to measure
         for _, name in (mains if model else []):  # a mistyped model folder: its one-line error, no download tried
-            common.resolve_model(name, paths_only=True)
+            models.resolve_model(name, paths_only=True)
     except (ValueError, RuntimeError) as e:
         sys.exit(f"error: {e}")
     if not mains and not baseline_names:

@@ -10,12 +10,20 @@ import re
 # wording here is ours.
 
 SECTIONS = ("## Performance Analysis", "## Algorithm Design", "## Code Implementation")
+NUM_EXEMPLARS = 2  # kernels in the contrastive prompts of prepare.py's SFT data and of evaluate.py
+CPU = "CPU"  # the gpu_name of the CPU task (common.GPU_PRESETS["cpu"]): candidates run and are timed on the CPU
 
 _TASK = (
     "You are an expert in writing CUDA kernels for PyTorch, optimising for the {gpu_name} GPU.\n"
     "Write `ModelNew`, a drop-in replacement for the reference `Model` below: same constructor and forward "
     "arguments, same outputs (checked with atol = rtol = 1e-2 on fresh random inputs), but faster. Write custom CUDA "
     "kernels and build them inside the module with torch.utils.cpp_extension.load_inline.\n"
+)
+_TASK_CPU = (
+    "You are an expert in optimising PyTorch for the CPU.\n"
+    "Write `ModelNew`, a drop-in replacement for the reference `Model` below: same constructor and forward "
+    "arguments, same outputs (checked with atol = rtol = 1e-2 on fresh random inputs), but faster on the CPU. Write "
+    "ModelNew in PyTorch, or in C++ built inside the module with torch.utils.cpp_extension.load_inline.\n"
 )
 _RULES = (
     "Restrictions:\n"
@@ -32,6 +40,8 @@ _REQUIREMENTS = (
     "fast it is.\n"
     "3. The Code Implementation section holds one complete Python module, not a fragment or a diff.\n"
 )
+_REQUIREMENTS_CPU = _REQUIREMENTS.replace(
+    "on current GPUs (it is timed on the {gpu_name})", "on the CPU (it is timed there, on a few cores)")
 _ANSWER = (
     "Answer in exactly three sections, in this order, each starting with '## ':\n"
     "## Performance Analysis\n{analysis_hint}\n"
@@ -40,20 +50,25 @@ _ANSWER = (
 )
 
 
+def _task(gpu_name):
+    """The prompt's first paragraph: CUDA kernels for the named GPU, or PyTorch / C++ when gpu_name is CPU."""
+    return _TASK_CPU if gpu_name == CPU else _TASK.format(gpu_name=gpu_name)
+
+
 def stage1_prompt(task_src, gpu_name="NVIDIA A100"):
     """The one-shot prompt of CUDA-L1 stage 1 (and of plain evaluation): task and reference code only."""
-    return (_TASK.format(gpu_name=gpu_name) + "\nReference implementation:\n```python\n" + task_src.strip() + "\n```\n\n"
+    return (_task(gpu_name) + "\nReference implementation:\n```python\n" + task_src.strip() + "\n```\n\n"
             + _RULES + "\n" + _ANSWER.format(analysis_hint="The bottlenecks of the reference and how to remove them."))
 
 
 def contrastive_prompt(task_src, exemplars, gpu_name="NVIDIA A100"):
     """The CUDA-L1 stage-3 prompt. exemplars: list of (code, speedup_x) pairs, speedup = t_ref / t_kernel (x).
-    Carries every element of the paper's Table 3 in our words (REFERENCE.md §1.3; issue 13): the task and reference,
+    Carries every element of the paper's Table 3 in our words (REFERENCE.md §1.3): the task and reference,
     the exemplars with their speedups, the five analysis questions (which is fastest and why, what limits them,
     unused techniques, which strategies hold the most potential, where the largest remaining opportunity lies), the
     requirements (builds and runs on current GPUs, a mismatch scores zero, a complete module), the two restrictions,
-    and the three "## " sections."""
-    parts = [_TASK.format(gpu_name=gpu_name), "\nReference implementation:\n```python\n", task_src.strip(), "\n```\n\n"]
+    and the three "## " sections. gpu_name "CPU" (prompting.CPU) asks for PyTorch or C++ timed on the CPU instead."""
+    parts = [_task(gpu_name), "\nReference implementation:\n```python\n", task_src.strip(), "\n```\n\n"]
     if exemplars:
         parts.append("Earlier implementations with their measured speedups over the reference (higher is faster):\n\n")
         for i, (code, speedup) in enumerate(exemplars, 1):
@@ -64,7 +79,8 @@ def contrastive_prompt(task_src, exemplars, gpu_name="NVIDIA A100"):
                 "opportunity lies.")
     else:
         hint = "The bottlenecks of the reference and how to remove them."
-    parts += [_REQUIREMENTS.format(gpu_name=gpu_name), "\n", _RULES, "\n", _ANSWER.format(analysis_hint=hint)]
+    requirements = _REQUIREMENTS_CPU if gpu_name == CPU else _REQUIREMENTS.format(gpu_name=gpu_name)
+    parts += [requirements, "\n", _RULES, "\n", _ANSWER.format(analysis_hint=hint)]
     return "".join(parts)
 
 
@@ -104,7 +120,7 @@ def extract_code(completion):
     closed fenced block after the last header, or no Python block that defines ModelNew. The code is the Python
     module defining `class ModelNew`, wherever it sits among the section's blocks: answers as LLMs write them put a
     ```cpp / ```cuda block with the kernel source first, tag the module ```Python, ```py or not at all, add shell
-    lines or a usage snippet, with prose between (issue 13). Blocks tagged with another language are never taken;
+    lines or a usage snippet, with prose between. Blocks tagged with another language are never taken;
     among several Python blocks defining ModelNew the longest wins (drafts come before the full module). CUDA-L1 §3: an
     answer that breaks the format earns the failure reward (rl.py counts it as a format error).
     """

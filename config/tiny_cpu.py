@@ -12,11 +12,11 @@ variants_dir = _os.path.join(common.ROOT, "data", "tiny_cpu")
 sft_prompts_per_variant = 12  # each exemplar pair of a task twice with each kernel as the answer (6 pairs, 6
                               # kernels; rmsnorm: 3 pairs, 4 times), so the SFT model writes every kernel after any
                               # prompt and RL can find the fastest (with 4 random pairs per kernel, some pairs never
-                              # led to the fastest kernel, and RL settled on a slower one: issue 14 item 2)
+                              # led to the fastest kernel, and RL settled on a slower one)
 gpu = "cpu"
 device = "cpu"
 arch = ""
-gpu_name = "CPU"
+gpu_name = "CPU"  # the prompt of the CPU task (prompting.py): PyTorch or C++, timed on the CPU
 num_correct_trials = 2
 time_budget_s = 0.3
 timeout_s = 120.0

@@ -11,6 +11,8 @@ from tqdm import tqdm
 import common
 import prompting
 from evaluation import baseline
+from training.generation import generate
+from training.models import load_model
 
 
 def parse_models(spec):
@@ -58,13 +60,13 @@ def sample_answers(todo, samples, models, prompts, path, num_samples, device, se
         if not need:
             continue
         try:
-            model, tokenizer = common.load_model(name, device=device)
+            model, tokenizer = load_model(name, device=device)
         except RuntimeError as e:  # load_model's one line: the model and the cause
             sys.exit(f"error: {e}")
         torch.manual_seed(seed)
         for count in sorted(set(need.values())):  # tasks that lack `count` answers (all, unless a run was stopped)
             group = [t for t in need if need[t] == count]
-            answers = common.generate(model, tokenizer, [prompts[t] for t in group], count, max_new_tokens,
+            answers = generate(model, tokenizer, [prompts[t] for t in group], count, max_new_tokens,
                                       temperature)
             for i, answer in enumerate(tqdm(answers, total=len(group) * count, desc=f"generate ({method})")):
                 task = group[i // count]

@@ -1,4 +1,4 @@
-"""Peak memory of rl.completion_logp before and after issue 13 (item 4) for a Qwen2.5-class policy with random weights.
+"""Peak memory of training.models.completion_logp before and after issue 13 (item 4) for a Qwen2.5-class policy with random weights.
 
     python scripts/logp_memory.py      # on the GPU: 0.5b config, one 4k-token row, B = 1 and 8
     python scripts/logp_memory.py --model=1.5b --micro_batch_sizes=1,4 --out=results/logp_memory/h200.jsonl
@@ -7,7 +7,7 @@
         --micro_batch_sizes=1 --chunk_sizes=0,512                  # the head at real size on a CPU (peak RSS)
 
 "full" is completion_logp as it was before issue 13 (copied below: the whole (B, C, V) float32 log-softmax, the
-entropy from its exp); "chunk=N" is today's rl.completion_logp with logp_chunk_size=N (0 = one chunk, still without
+entropy from its exp); "chunk=N" is today's training.models.completion_logp with logp_chunk_size=N (0 = one chunk, still without
 the log-softmax tensor). Each is measured without gradients (how rl.py computes old and reference log-probs) and with
 a backward pass (the training forward), under bf16 autocast on float32 weights as rl.py runs. The model comes from
 transformers' Qwen2Config with Qwen2.5-0.5B / 1.5B dimensions (scripts/sft_speed.py's DIMS; 151,936-token vocabulary),
@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import torch
 
 import common
-import rl
+from training.models import completion_logp
 from sft_speed import DIMS
 
 # -----------------------------------------------------------------------------
@@ -48,7 +48,7 @@ seed = 0
 
 
 def full_vocab_logp(model, rows, pad_id, temp):
-    """rl.completion_logp before issue 13, verbatim: the whole (B, C, V) fp32 log-softmax and its entropy."""
+    """completion_logp before issue 13, verbatim: the whole (B, C, V) fp32 log-softmax and its entropy."""
     dev = next(model.parameters()).device
     P = max(len(r["prompt_ids"]) for r in rows)
     C = max(len(r["completion_ids"]) for r in rows)
@@ -99,7 +99,7 @@ def run_one(policy, rows, method, grad, amp, cuda):
         if method == "full":
             logp, ent, m = full_vocab_logp(policy, rows, 0, 1.0)
         else:
-            logp, ent, m = rl.completion_logp(policy, rows, 0, 1.0, chunk_size=int(method.split("=")[1]))
+            logp, ent, m = completion_logp(policy, rows, 0, 1.0, chunk_size=int(method.split("=")[1]))
     if grad:
         (logp * m).sum().backward()
     if cuda:

@@ -9,10 +9,10 @@ settings.
 
 One step as rl.py makes it: num_prompts contrastive prompts (prompting.contrastive_prompt on the project's CUDA kernels
 of data/tiny_cuda: one as the reference, two as exemplars with speedups) x num_generations completions from
-common.generate (transformers generate, gen_batch_size completions per call), every completion forced to
+training.generation.generate (transformers generate, gen_batch_size completions per call), every completion forced to
 max_completion_length tokens (min_new_tokens: EOS cannot end it), then rl.grpo_update on all of them (random
 advantages; loss_type grpo, beta 0 so no reference model, as rl.py's defaults; float32 weights and AdamW, bf16
-autocast) with rl.completion_logp's chunked head. Models: transformers' Qwen2Config with the Qwen2.5 dimensions of
+autocast) with training.models.completion_logp's chunked head. Models: transformers' Qwen2Config with the Qwen2.5 dimensions of
 scripts/sft_speed.py (151,936-token vocabulary), random weights; the tokenizer is a byte-level BPE trained here on
 the project's kernel files (sft.train_tokenizer, tokens of at most 6 characters: about 4 characters per token,
 near what Qwen's tokenizer gives on code), so nothing is downloaded; prompt lengths are printed. Generation runs once
@@ -43,6 +43,8 @@ import common
 import prompting
 import rl
 import sft
+from training.generation import generate
+from training.models import enable_checkpointing, render_prompt
 from sft_speed import DIMS
 
 # -----------------------------------------------------------------------------
@@ -141,11 +143,11 @@ if __name__ == "__main__":
         t0 = time.perf_counter()
         if rollouts == "generate":
             with gen_amp:
-                samples = list(common.generate(model, tok, prompts, num_generations, max_completion_length, 1.0, 1.0,
+                samples = list(generate(model, tok, prompts, num_generations, max_completion_length, 1.0, 1.0,
                                                batch_size=gen_batch_size, min_new_tokens=max_completion_length))
         else:  # the prompts' own tokens, completions drawn uniformly from the vocabulary (seeded)
             g = torch.Generator().manual_seed(seed)
-            samples = [dict(prompt_ids=tok(common.render_prompt(tok, p), add_special_tokens=False)["input_ids"],
+            samples = [dict(prompt_ids=tok(render_prompt(tok, p), add_special_tokens=False)["input_ids"],
                             completion_ids=torch.randint(len(tok), (max_completion_length,), generator=g).tolist(),
                             truncated=True) for p in prompts for _ in range(num_generations)]
         if cuda:
@@ -170,7 +172,7 @@ if __name__ == "__main__":
         adv = torch.randn(len(samples), generator=torch.Generator().manual_seed(seed))
         for ckpt in ckpts:
             if ckpt:
-                common.enable_checkpointing(model)
+                enable_checkpointing(model)
             else:
                 (getattr(model, "activation_checkpointing_disable", None) or model.gradient_checkpointing_disable)()
             model.train()

@@ -22,6 +22,7 @@ import torch
 
 import common
 import sft
+from training.models import enable_checkpointing
 
 # -----------------------------------------------------------------------------
 models = "0.5b,1.5b"
@@ -67,7 +68,7 @@ def measure(name, ckpt):
             model = Qwen2ForCausalLM(cfg).to(dtype=getattr(torch, param_dtype)).train()
         row["params_m"] = sum(p.numel() for p in model.parameters()) / 1e6
         if ckpt:
-            sft.enable_checkpointing(model)
+            enable_checkpointing(model)
         opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95))
         amp = torch.autocast("cuda", dtype=getattr(torch, dtype), enabled=cuda and dtype != "float32")
         ids = torch.randint(0, cfg.vocab_size, (batch_size, seq_len), device=device)  # (B, T)

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import common
 import prompting
+from training import generation, models
 
 
 class TeacherError(RuntimeError):
@@ -83,18 +84,18 @@ class Teacher:
                                                            self.retries, self.http_timeout_s), prompts))
         cuda = self.device.startswith("cuda")
         if self.model is None:  # loaded on first use, kept for the rest of this teacher's tasks
-            self.vllm = common.vllm_available() and cuda
+            self.vllm = generation.vllm_available() and cuda
             if self.vllm:
                 from transformers import AutoTokenizer
                 self.tokenizer = AutoTokenizer.from_pretrained(self.name)
-                self.model = common.load_vllm(self.name, gpu_memory_utilization=0.85, seed=self.seed)
+                self.model = generation.load_vllm(self.name, gpu_memory_utilization=0.85, seed=self.seed)
             else:
                 try:
-                    self.model, self.tokenizer = common.load_model(self.name, device=self.device,
+                    self.model, self.tokenizer = models.load_model(self.name, device=self.device,
                                                                    dtype="bfloat16" if cuda else "float32")
                 except RuntimeError as e:
                     raise TeacherError(f"teacher {self.spec}: {e}") from None
-        run = common.vllm_generate if self.vllm else common.generate
+        run = generation.vllm_generate if self.vllm else generation.generate
         answers = run(self.model, self.tokenizer, prompts, 1, self.max_new_tokens, self.temperature)
         return [a["text"] for a in answers]
 

@@ -1,4 +1,4 @@
-"""Errors a user can act on (issue 14 item 4): each of these mistakes ends a stage script with one line that gives
+"""Errors a user can act on: each of these mistakes ends a stage script with one line that gives
 the cause and the fix, fast, and without a traceback. Real subprocesses, each stopping before any real work."""
 import json
 import os
@@ -32,8 +32,8 @@ def data(tmp_path):
 
 
 def test_unknown_hub_name_fails_fast_when_the_hub_cannot_be_reached(tmp_path, data):
-    # HF_ENDPOINT on a closed local port: the same answer on every machine, with or without network. Before issue 14
-    # this retried for 49 s ("Retrying in 8s [Retry 5/5]") and then blamed the network in a traceback.
+    # HF_ENDPOINT on a closed local port: the same answer on every machine, with or without network. Unchecked,
+    # transformers retries for 49 s ("Retrying in 8s [Retry 5/5]") and then blamed the network in a traceback.
     p = run(["sft.py", "--init_from=no-such/Model", f"--data={data}", "--device=cpu", f"--out_dir={tmp_path}"],
             env=dict(HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path / "hf")))
     line = one_error_line(p)
@@ -62,6 +62,20 @@ def test_mistyped_and_empty_local_folders(tmp_path, data):
     assert one_error_line(p) == f"error: model folder '{tmp_path}/run/sft' holds no model (no config.json); give a " \
                                 "folder that sft.py or rl.py saved (out/sft, out/rl/ckpt) or a Hugging Face name"
 
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without a CUDA GPU")
+def test_a_mistyped_model_folder_is_named_before_the_device(tmp_path, data):
+    """On a CPU machine with the default --device=cuda, the device error would hide a mistyped model folder: the
+    folder comes first, the device error only once the folder is right."""
+    (tmp_path / "run" / "sft").mkdir(parents=True)
+    (tmp_path / "run" / "sft" / "config.json").write_text("{}")
+    for args in (["rl.py", f"--policy={tmp_path}/run/sftt", f"--out_dir={tmp_path}/run"],
+                 ["sft.py", f"--init_from={tmp_path}/run/sftt", f"--data={data}", f"--out_dir={tmp_path}/run"]):
+        p = run(args + ["--device=cuda"])
+        assert one_error_line(p) == f"error: model folder '{tmp_path}/run/sftt' does not exist; did you mean " \
+                                    f"'{tmp_path}/run/sft'?", args
+    p = run(["rl.py", f"--policy={tmp_path}/run/sft", f"--out_dir={tmp_path}/run", "--device=cuda"])
+    assert one_error_line(p).startswith("error: device='cuda' but no CUDA GPU is visible"), p.stderr
 
 def test_malformed_kernels_file_names_file_line_and_cause(tmp_path):
     task = json.loads(open(os.path.join(FIX, "eval_tasks.jsonl")).readline())

@@ -1,8 +1,8 @@
-"""Interrupts lose nothing (issue 14 item 3): Ctrl-C (SIGINT to the terminal's process group) or SIGTERM (to the
+"""Interrupts lose nothing: Ctrl-C (SIGINT to the terminal's process group) or SIGTERM (to the
 one process, as `kill` and `timeout` send it) at any point of the chain prepare -> sft -> rl -> evaluate that
 `python rl.py --preset=...` runs: the line printed names the stage that was running, what the stage had measured or
 trained is kept, and the rerun it names continues. Real subprocesses on a one-task CPU setup (config/tiny_cpu.py cut
-down); the evaluator's own resume on a kernels file; common.run_script's passing on of a signal, without torch."""
+down); the evaluator's own resume on a kernels file; training.stages.run_script's passing on of a signal, without torch."""
 import json
 import os
 import shutil
@@ -69,7 +69,7 @@ def test_run_script_passes_a_signal_on_once(tmp_path):
         print("got", ",".join(got), flush=True)
         sys.exit(130)
     """))
-    parent = f"import common\nprint('returned', common.run_script({str(child)!r}, []), flush=True)\n"
+    parent = f"from training import stages\nprint('returned', stages.run_script({str(child)!r}, []), flush=True)\n"
     for sig in (signal.SIGINT, signal.SIGTERM):
         log = tmp_path / f"{sig.name}.log"
         p = subprocess.Popen([sys.executable, "-c", parent], cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT,
@@ -172,8 +172,8 @@ def test_chain_interrupted_in_every_stage_continues(tmp_path):
     assert set(summary["per_sample"]) == {"before_rl", "after_rl"}
     assert summary["env"]["torch_version"] == torch.__version__
     assert json.load(open(out / "chain.json")) == {"prepare.py": "done", "sft.py": "done", "evaluate.py": "done"}
-    # 6. --resume=True on the finished run: no training, the report again, and it says so (a newcomer read the
-    # "resumed from ... at step 4" line as a restart, session 16)
+    # 6. --resume=True on the finished run: no training, the report again, and it says so (a bare
+    # "resumed from ... at step 4" line reads as a restart)
     p = start(cmd + ["--resume=True"], tmp_path, tmp_path / "7.log")
     assert p.wait(timeout=600) == 0, open(tmp_path / "7.log").read()[-4000:]
     text = open(tmp_path / "7.log").read()

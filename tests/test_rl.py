@@ -12,7 +12,7 @@ import common
 
 import prompting
 import rl
-from training import stages
+from training import exemplars, generation, models, rollouts
 
 
 # --- advantages -------------------------------------------------------------
@@ -55,7 +55,7 @@ def test_normalise_and_clip_golden():
 
 
 def test_reward_norm_group_keeps_a_fast_tasks_ordering():
-    # issue 13's example: one task whose 4 samples all run 4.5-5.5x next to 4 tasks whose samples all fail (0).
+    # the motivating example: one task whose 4 samples all run 4.5-5.5x next to 4 tasks whose samples all fail (0).
     fast, fail = [4.5, 4.9, 5.1, 5.5], [0.0] * 16
     r = torch.tensor(fast + fail)
     # batch (today): mean 1, population std sqrt(100.52 / 20 - 1) = 2.00649; z(4.5) = 3.5 / 2.00649 = 1.744 > 1.5, so
@@ -134,8 +134,8 @@ def _update(loss_type, rows, adv, **kw):
 
 def test_truncated_completions_stay_in_the_row_count():
     # 4 completions, 2 truncated and masked (mask_truncated_completions): TRL keeps them in B with a zero mask, so
-    # grpo and dr_grpo divide by B = 4, not by the 2 rows trained on (issue 13: the step grew with the truncation
-    # rate). Kept rows: 2 tokens with A = 1, 1 token with A = -3; on-policy, so every per-token loss is -A:
+    # grpo and dr_grpo divide by B = 4, not by the 2 rows trained on (else the step would grow with the
+    # truncation rate). Kept rows: 2 tokens with A = 1, 1 token with A = -3; on-policy, so every per-token loss is -A:
     #   grpo: (mean(-1, -1) + mean(3)) / B = (-1 + 3) / 4 = 0.5;   dr_grpo: (-1 - 1 + 3) / (B * 4) = 1 / 16;
     #   dapo: the token mean (-1 - 1 + 3) / 3; bnpo (micro_batch_size 1): the mean of the rows' token means,
     #   (mean(-1, -1) + mean(3)) / 2 = 1; neither depends on B.
@@ -179,7 +179,7 @@ def test_staleness_correction_golden():
     rows = [dict(prompt_ids=[1], completion_ids=[5, 6], old_logp=[math.log(0.5), math.log(0.25)]),
             dict(prompt_ids=[2], completion_ids=[7], old_logp=[math.log(0.5)]),
             dict(prompt_ids=[3], completion_ids=[8], old_logp=[math.log(0.5)])]
-    old = rl.behaviour_logp(rows)
+    old = rollouts.behaviour_logp(rows)
     assert old.shape == (3, 2) and old[1, 1] == 0 and old[0, 1].item() == pytest.approx(math.log(0.25))
     logp = torch.log(torch.tensor([[0.55, 0.45], [0.9, 1.0], [0.3, 1.0]])).requires_grad_(True)
     mask = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 0.0]])
@@ -189,7 +189,7 @@ def test_staleness_correction_golden():
     # d(-ratio * A)/d logp = -ratio * A where not clipped, over (tokens of the row * B): -1.1 / 6 and 1.8 / 3
     assert torch.allclose(logp.grad, torch.tensor([[-1.1 / 6, 0.0], [1.8 / 3, 0.0], [0.0, 0.0]]), atol=1e-5)
     # rows without a record (synchronous rollouts): no behaviour log-probs
-    assert rl.behaviour_logp([dict(prompt_ids=[1], completion_ids=[2])]) is None
+    assert rollouts.behaviour_logp([dict(prompt_ids=[1], completion_ids=[2])]) is None
 
 
 def test_recorded_logp_of_the_same_weights_is_on_policy():
@@ -203,14 +203,14 @@ def test_recorded_logp_of_the_same_weights_is_on_policy():
     cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
                       num_key_value_heads=2, max_position_embeddings=32)
     same = LlamaForCausalLM(cfg)
-    rl.micro_batch_size, rl.temperature = 2, 1.0
     recorded = [dict(r) for r in rows]
-    rl.record_behaviour_logp(same, recorded, 0)
+    rollouts.record_behaviour_logp(same, recorded, 0, temperature=1.0, micro_batch_size=2, chunk_size=512)
     assert [len(r["old_logp"]) for r in recorded] == [4, 2]
     _, _, delta = _update("grpo", recorded, adv)
     assert all(torch.allclose(d, o, atol=1e-6) for d, o in zip(delta, on_policy))
     stale = [dict(r) for r in rows]
-    rl.record_behaviour_logp(LlamaForCausalLM(cfg), stale, 0)  # other weights
+    rollouts.record_behaviour_logp(LlamaForCausalLM(cfg), stale, 0, temperature=1.0, micro_batch_size=2,
+                                   chunk_size=512)  # other weights
     _, _, delta = _update("grpo", stale, adv)
     assert max((d - o).abs().max().item() for d, o in zip(delta, on_policy)) > 1e-4
 
@@ -259,7 +259,7 @@ def test_bucket_sampling_distribution():
     counts = {k: 0 for k in expected}
     within = {0.1: 0, 0.2: 0}
     for _ in range(n):
-        ex = rl.sample_exemplars(entries, 2, rng, "bucket", 0.5, 1.0)
+        ex = exemplars.sample_exemplars(entries, 2, rng, "bucket", 0.5, 1.0)
         b = frozenset(bucket_of[e["speedup"]] for e in ex)
         assert len(b) == 2, "two exemplars must come from distinct buckets"
         counts[b] += 1
@@ -279,25 +279,25 @@ def test_bucket_sampling_extreme_spread_does_not_overflow():
     entries = [dict(code="slow", speedup=1.0), dict(code="slow2", speedup=1.01), dict(code="fast", speedup=1000.0)]
     rng = random.Random(0)
     for _ in range(20):
-        ex = rl.sample_exemplars(entries, 2, rng, "bucket", 0.25, 0.01)
+        ex = exemplars.sample_exemplars(entries, 2, rng, "bucket", 0.25, 0.01)
         assert ex[0]["code"] == "fast" and ex[1]["code"] in ("slow", "slow2")
     # three buckets 1x, 2x, 1000x: the first draw is 1000x; the second, among the rest, is 2x with probability
     # 1 / (1 + exp(-100)) = 1 in float64 (the remaining weights are renormalised, not left at exp(-99850) = 0)
     entries = [dict(code=c, speedup=s) for c, s in (("a", 1.0), ("b", 2.0), ("c", 1000.0))]
     for _ in range(20):
-        assert [e["code"] for e in rl.sample_exemplars(entries, 2, rng, "bucket", 0.25, 0.01)] == ["c", "b"]
+        assert [e["code"] for e in exemplars.sample_exemplars(entries, 2, rng, "bucket", 0.25, 0.01)] == ["c", "b"]
     # and a low tau with all three wanted still returns three distinct kernels
-    assert sorted(e["code"] for e in rl.sample_exemplars(entries + [dict(code="d", speedup=5.0)], 3, rng, "bucket",
+    assert sorted(e["code"] for e in exemplars.sample_exemplars(entries + [dict(code="d", speedup=5.0)], 3, rng, "bucket",
                                                           0.25, 0.001)) == ["b", "c", "d"]
 
 
 def test_exemplar_fallbacks():
     rng = random.Random(0)
     one = [dict(code="a", speedup=1.0)]
-    assert rl.sample_exemplars(one, 2, rng) == one  # fewer kernels than asked: all of them
-    assert rl.sample_exemplars(one * 3, 0, rng) == []  # num_exemplars=0: vanilla GRPO
+    assert exemplars.sample_exemplars(one, 2, rng) == one  # fewer kernels than asked: all of them
+    assert exemplars.sample_exemplars(one * 3, 0, rng) == []  # num_exemplars=0: vanilla GRPO
     same = [dict(code=c, speedup=1.0) for c in "abc"]  # one bucket only: still two distinct kernels
-    ex = rl.sample_exemplars(same, 2, rng)
+    ex = exemplars.sample_exemplars(same, 2, rng)
     assert len(ex) == 2 and ex[0] is not ex[1]
 
 
@@ -332,7 +332,7 @@ HEAD = ("## Performance Analysis\nThe reference is memory bound.\n\n## Algorithm
 
 
 @pytest.mark.parametrize("name,answer", [
-    # the CUDA source first, then the module, prose between (issue 13: the prose was taken as code)
+    # the CUDA source first, then the module, prose between (the prose must not be taken as code)
     ("cpp_first", HEAD + "The kernel:\n```cpp\n" + CPP + "```\nNow the Python side, which loads it:\n```python\n"
      + MODULE + "```\nThis should be faster.\n"),
     ("Python_tag", HEAD + "```Python\n" + MODULE + "```\n"),
@@ -374,7 +374,7 @@ def test_contrastive_prompt_has_exemplars_and_rules():
 
 
 def test_contrastive_prompt_carries_table_3():
-    """Every element of CUDA-L1's Table 3 (REFERENCE.md §1.3, issue 13), in our words: the five analysis questions,
+    """Every element of CUDA-L1's Table 3 (REFERENCE.md §1.3), in our words: the five analysis questions,
     the requirements (builds and runs on current GPUs; a mismatch scores zero; a full ModelNew module), the two
     restrictions and the three '## ' sections."""
     p = prompting.contrastive_prompt("class Model: pass", [("code A", 1.5), ("code B", 0.9)], "NVIDIA H200")
@@ -412,6 +412,11 @@ def test_configure_overrides_and_errors():
     common.configure(g, ["--lr=0.5", "--steps", "3", "--name=abc", "--flag", "--gpu=h200"])
     assert g["lr"] == 0.5 and g["steps"] == 3 and g["name"] == "abc" and g["flag"] is True
     assert g["arch"] == "9.0" and g["gpu_name"] == "NVIDIA H200" and g["gpu"] == "h200"
+    cpu = dict(device="cuda", gpu_name="NVIDIA A100")
+    common.configure(cpu, ["--device=cpu"])  # the candidates run on the CPU: so does the prompt's task
+    assert cpu["gpu_name"] == "CPU"
+    common.configure(cpu, ["--device=cpu", "--gpu_name=NVIDIA H200"])  # unless a name is given
+    assert cpu["gpu_name"] == "NVIDIA H200"
     with pytest.raises(SystemExit):
         common.configure(g, ["--nope=1"])
     with pytest.raises(SystemExit):
@@ -435,7 +440,7 @@ def test_completion_logp_matches_unpadded_forward():
     model = _tiny()
     rows = [dict(prompt_ids=[1, 2, 3, 4, 5], completion_ids=[6, 7, 8]),
             dict(prompt_ids=[9, 10], completion_ids=[11, 12, 13, 14, 15])]
-    logp, ent, mask = rl.completion_logp(model, rows, pad_id=0, temp=1.0)
+    logp, ent, mask = models.completion_logp(model, rows, pad_id=0, temp=1.0)
     assert mask.tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]
     for i, r in enumerate(rows):
         ids = torch.tensor([r["prompt_ids"] + r["completion_ids"]])
@@ -447,7 +452,7 @@ def test_completion_logp_matches_unpadded_forward():
 
 
 def _full_vocab_logp(model, rows, pad_id, temp):
-    """completion_logp as it was before issue 13: the whole (B, C, V) fp32 log-softmax, entropy from it."""
+    """completion_logp without chunking: the whole (B, C, V) fp32 log-softmax, entropy from it."""
     P = max(len(r["prompt_ids"]) for r in rows)
     C = max(len(r["completion_ids"]) for r in rows)
     ids = torch.full((len(rows), P + C), pad_id, dtype=torch.long)
@@ -466,7 +471,7 @@ def _full_vocab_logp(model, rows, pad_id, temp):
 
 @pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 0])
 def test_chunked_logp_equals_full_vocab_logp(chunk_size):
-    # issue 13: log-probs and entropies per chunk of the sequence (logsumexp, the chosen token's logit; the chunk's
+    # log-probs and entropies per chunk of the sequence (logsumexp, the chosen token's logit; the chunk's
     # logits recomputed in backward) equal the full-vocabulary log-softmax within 1e-5, and so do the gradients;
     # rows of different prompt and completion lengths (left- and right-padding), temperature 0.7
     model = _tiny()
@@ -478,7 +483,7 @@ def test_chunked_logp_equals_full_vocab_logp(chunk_size):
     (w * ref_logp * ref_mask).sum().backward()
     ref_grads = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
-    logp, ent, mask = rl.completion_logp(model, rows, pad_id=0, temp=0.7, chunk_size=chunk_size)
+    logp, ent, mask = models.completion_logp(model, rows, pad_id=0, temp=0.7, chunk_size=chunk_size)
     assert torch.equal(mask, ref_mask) and logp.shape == ent.shape == (3, 7)
     m = mask.bool()
     assert torch.allclose(logp[m], ref_logp[m], atol=1e-5) and torch.allclose(ent[m], ref_ent[m], atol=1e-5)
@@ -486,7 +491,7 @@ def test_chunked_logp_equals_full_vocab_logp(chunk_size):
     for p, g in zip(model.parameters(), ref_grads):
         assert torch.allclose(p.grad, g, atol=1e-5), (chunk_size, (p.grad - g).abs().max())
     with torch.no_grad():  # the no-grad path (old and reference log-probs) too
-        assert torch.allclose(rl.completion_logp(model, rows, 0, 0.7, chunk_size=chunk_size)[0][m], ref_logp[m],
+        assert torch.allclose(models.completion_logp(model, rows, 0, 0.7, chunk_size=chunk_size)[0][m], ref_logp[m],
                               atol=1e-5)
 
 
@@ -511,7 +516,7 @@ def test_generate_keeps_eos_when_pad_is_eos(monkeypatch):
     model = _tiny()
     # row 0 ends with EOS then pad (= EOS); row 1 never emits EOS (truncated)
     monkeypatch.setattr(model, "generate", lambda **kw: torch.tensor([[5, 6, 7, 8, 0, 0], [5, 6, 7, 8, 9, 10]]))
-    out = list(common.generate(model, Tok(), ["p"], 2, 4))
+    out = list(generation.generate(model, Tok(), ["p"], 2, 4))
     assert out[0]["completion_ids"] == [7, 8, 0] and not out[0]["truncated"]
     assert out[1]["completion_ids"] == [7, 8, 9, 10] and out[1]["truncated"]
 
@@ -527,11 +532,11 @@ def test_load_database_merges_db_and_seed_rows(tmp_path):
             dict(task="t1", code="B", correct=True, speedup=2.0, result=dict(ok, speedup=2.0), source="cudal1:a100"),
             dict(task="t2", code="C", correct=False, speedup=None, result=dict(status="incorrect"), variant="c")]
     (tmp_path / "seed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    db, cache = stages.load_database(str(tmp_path), ["t1", "t2"])
+    db, cache = exemplars.load_database(str(tmp_path), ["t1", "t2"])
     assert [(e["code"], e["speedup"], e["step"], e["source"]) for e in db["t1"]] == \
         [("A", 1.5, -1, "variant:a"), ("B", 2.0, -1, "cudal1:a100")]
     assert db["t2"] == []
-    assert cache[stages.sha("t2", "C")]["status"] == "incorrect" and len(cache) == 3
+    assert cache[exemplars.kernel_key("t2", "C")]["status"] == "incorrect" and len(cache) == 3
 
 
 def test_vllm_generate_converts_outputs(monkeypatch):
@@ -558,7 +563,7 @@ def test_vllm_generate_converts_outputs(monkeypatch):
 
         def decode(self, ids, skip_special_tokens=True):
             return " ".join(str(i) for i in ids if i != 0)
-    out = common.vllm_generate(LLM(), Tok(), ["p", "q"], 2, 16, temperature=0.7)
+    out = generation.vllm_generate(LLM(), Tok(), ["p", "q"], 2, 16, temperature=0.7)
     assert seen == dict(n=2, temperature=0.7, top_p=1.0, max_tokens=16)
     assert [(o["prompt_ids"], o["completion_ids"], o["truncated"]) for o in out] == [
         ([1, 2], [5, 0], False), ([1, 2], [6, 7], True), ([3], [8, 0], False), ([3], [9], False)]
@@ -571,11 +576,11 @@ def test_vllm_available_finds_the_package_without_importing_it(tmp_path, monkeyp
     (tmp_path / "vllm" / "__init__.py").write_text("raise ImportError('vllm_available imported the package')\n")
     monkeypatch.delitem(sys.modules, "vllm", raising=False)
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert common.vllm_available() is True
+    assert generation.vllm_available() is True
     assert "vllm" not in sys.modules
     # a package Python is told is absent (None in sys.modules): False
     monkeypatch.setitem(sys.modules, "vllm", None)
-    assert common.vllm_available() is False
+    assert generation.vllm_available() is False
 
 
 def test_steps_per_hour_script(tmp_path):
@@ -611,3 +616,14 @@ def test_step_summary_by_hand():
     assert h["frac_of_best"] == (3 / 2 + 0 + 1 / 1 + 0) / 4
     assert (h["ok"], h["incorrect"], h["format_error"], h["crash"]) == (0.5, 0.25, 0.25, 0.0)
     assert h["completion_len"] == 25.0 and h["truncated"] == 0.25
+
+
+def test_cpu_prompt_describes_the_cpu_task():
+    """gpu_name "CPU" (the CPU presets): the prompt asks for PyTorch or C++ timed on the CPU, never for a GPU or
+    CUDA kernels; a GPU name keeps the CUDA prompt."""
+    for text in (prompting.contrastive_prompt("class Model: pass", [("x = 1", 1.5), ("x = 2", 2.5)], "CPU"),
+                 prompting.contrastive_prompt("class Model: pass", [], "CPU"),
+                 prompting.stage1_prompt("class Model: pass", "CPU")):
+        assert "optimising PyTorch for the CPU" in text and "GPU" not in text and "CUDA" not in text, text
+    gpu = prompting.contrastive_prompt("class Model: pass", [("x = 1", 1.5)], "NVIDIA H200")
+    assert "optimising for the NVIDIA H200 GPU" in gpu and "custom CUDA kernels" in gpu and "CPU" not in gpu

@@ -1,4 +1,4 @@
-"""Data parallelism on CPU with real `torchrun --nproc_per_node=2` (gloo): common.ddp_setup, and rl.py itself."""
+"""Data parallelism on CPU with real `torchrun --nproc_per_node=2` (gloo): ddp.ddp_setup, and rl.py itself."""
 import json
 import os
 import subprocess
@@ -19,13 +19,14 @@ def test_ddp_setup_gloo_all_reduce(tmp_path):
     script = tmp_path / "ddp.py"
     script.write_text(textwrap.dedent("""
         import json, sys, torch, torch.distributed as dist, common
-        rank, world, local, device = common.ddp_setup("cpu")
+        from training import ddp
+        rank, world, local, device = ddp.ddp_setup("cpu")
         x = torch.tensor([float(rank + 1)])
         dist.all_reduce(x)  # 1 + 2
-        got = common.ddp_gather({"rank": rank})
+        got = ddp.ddp_gather({"rank": rank})
         common.append_jsonl(sys.argv[1], dict(rank=rank, world=world, local=local, device=device, sum=x.item(),
                                               gathered=[g["rank"] for g in got]))
-        common.ddp_cleanup()
+        ddp.ddp_cleanup()
     """))
     p = torchrun([str(script), str(tmp_path / "out.jsonl")], tmp_path, 120)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -35,17 +36,18 @@ def test_ddp_setup_gloo_all_reduce(tmp_path):
 
 
 def test_ddp_setup_outside_torchrun():
-    import common
-    assert common.ddp_setup("cpu") == (0, 1, 0, "cpu") or "RANK" in os.environ
-    assert common.ddp_gather(5) == [5]
+    from training import ddp
+    assert ddp.ddp_setup("cpu") == (0, 1, 0, "cpu") or "RANK" in os.environ
+    assert ddp.ddp_gather(5) == [5]
 
 
 UPDATE = textwrap.dedent("""
     # one GRPO update on 4 fixed completions: the whole batch in one process, or split over 2 ranks as 2 + 2, 3 + 1
     # and 4 + 0 rows (a rank with no rows: all its completions were truncated and masked)
-    import sys, torch, common, rl
+    import sys, torch, rl
+    from training import ddp
     from transformers import LlamaConfig, LlamaForCausalLM
-    rank, world, _, _ = common.ddp_setup("cpu")
+    rank, world, _, _ = ddp.ddp_setup("cpu")
     rows = [dict(prompt_ids=[1, 2, 3], completion_ids=[4, 5, 6, 7, 8]), dict(prompt_ids=[9], completion_ids=[10]),
             dict(prompt_ids=[11, 12], completion_ids=[13, 14]), dict(prompt_ids=[15, 16, 17, 18], completion_ids=[19, 20, 21])]
     adv = torch.tensor([1.0, -0.5, 2.0, -1.0])
@@ -62,18 +64,18 @@ UPDATE = textwrap.dedent("""
             mine = (slice(0, first) if rank == 0 else slice(first, 4)) if world == 2 else slice(0, 4)
             stats, n = rl.grpo_update(model, ref, opt, rows[mine], adv[mine], 0, world=world)
             out[lt, first] = dict(params=[p.detach().clone() for p in model.parameters()], n=n,
-                                  loss=sum(s["loss"] for s in common.ddp_gather(stats)))
+                                  loss=sum(s["loss"] for s in ddp.ddp_gather(stats)))
     if rank == 0:
         torch.save(out, sys.argv[1])
-    common.ddp_cleanup()
+    ddp.ddp_cleanup()
 """)
 
 
 def test_two_rank_update_equals_one_process_update(tmp_path):
     """Every loss type, with equal ranks, unequal ranks and a rank without rows: the 2-rank update is the 1-process
     update (bnpo, a mean of per-micro-batch token means as in TRL, divides by the micro-batches of all ranks;
-    issue 13: it divided by the rank's own count, so 3 + 1 rows weighed the micro-batches unequally and 4 + 0 halved
-    the update)."""
+    dividing by the rank's own count would weigh the micro-batches of 3 + 1 rows unequally and halve the update
+    of 4 + 0)."""
     import torch
     script = tmp_path / "update.py"
     script.write_text(UPDATE)

@@ -1,4 +1,4 @@
-"""rl.py does not train on tasks prepare.py's screen found degenerate (REFERENCE.md §3; issue 6 item 3) unless
+"""rl.py does not train on tasks prepare.py's screen found degenerate (REFERENCE.md §3) unless
 --train_degenerate=True: a real subprocess on a copy of the session's tiny_cpu out_dir (conftest.py)."""
 import json
 import os

@@ -137,7 +137,7 @@ def test_ctrl_c_saves_a_checkpoint(prepared, tmp_path):
 
 
 def test_async_rollouts_run_and_resume_exactly(prepared, tmp_path):
-    # async_rollouts=True (issue 13 item 6) on the CPU tasks: step k+1's batch is generated while step k's kernels
+    # async_rollouts=True on the CPU tasks: step k+1's batch is generated while step k's kernels
     # are evaluated, so every batch after the first is one update stale; and as in test_resume_gives_the_same_next_step,
     # 4 steps straight equal 2 steps + --resume (the batch generated ahead is in the checkpoint), checkpoints included
     a, b = fresh(prepared, tmp_path, "a"), fresh(prepared, tmp_path, "b")

@@ -1,4 +1,4 @@
-"""scripts/rl_scale.py --tiny (issue 13 item 5's grid in miniature, on a CPU): every setup of the grid runs one GRPO
+"""scripts/rl_scale.py --tiny (its grid in miniature, on a CPU): every setup of the grid runs one GRPO
 update after full-length generation and writes its row; the H200 grid is the same code with the real sizes."""
 import json
 import os

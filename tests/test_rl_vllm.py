@@ -1,9 +1,9 @@
-"""vLLM rollouts (common.load_vllm / vllm_generate / vllm_push_weights) on a GPU: skipped unless vLLM is installed
+"""vLLM rollouts (generation.load_vllm / vllm_generate / vllm_push_weights) on a GPU: skipped unless vLLM is installed
 (it is installed on neither machine this project was developed on, so this path has not been run)."""
 import pytest
 import torch
 
-import common
+from training import generation
 
 
 def _tiny_model_dir(path):
@@ -25,15 +25,15 @@ def _tiny_model_dir(path):
 
 @pytest.mark.gpu
 def test_vllm_greedy_matches_transformers_and_follows_weight_pushes(tmp_path):
-    if not common.vllm_available():
+    if not generation.vllm_available():
         pytest.skip("vLLM not installed")     # the exact reason conftest.ALLOWED_SKIPS lets CI through
     model, tok = _tiny_model_dir(tmp_path / "m")
-    llm = common.load_vllm(str(tmp_path / "m"), gpu_memory_utilization=0.2, seed=0, dtype="float32")
-    greedy = lambda: [r["completion_ids"] for r in common.vllm_generate(llm, tok, ["class Model"], 1, 6, 0.0)]
-    hf = lambda: [r["completion_ids"] for r in common.generate(model, tok, ["class Model"], 1, 6, 0.0)]
+    llm = generation.load_vllm(str(tmp_path / "m"), gpu_memory_utilization=0.2, seed=0, dtype="float32")
+    greedy = lambda: [r["completion_ids"] for r in generation.vllm_generate(llm, tok, ["class Model"], 1, 6, 0.0)]
+    hf = lambda: [r["completion_ids"] for r in generation.generate(model, tok, ["class Model"], 1, 6, 0.0)]
     assert greedy() == hf()
     with torch.no_grad():  # a different policy: vLLM must sample from it after the push (and not from a stale cache)
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.5)
-    common.vllm_push_weights(llm, model)
+    generation.vllm_push_weights(llm, model)
     assert greedy() == hf()

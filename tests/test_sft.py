@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 import common
 import sft
+from training import models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROWS = [dict(prompt=f"Task {i}: write kernel {i}.\n", response=f"## Code Implementation\n```python\nx = {i} * {i}\n```\n")
@@ -27,22 +28,22 @@ def test_tokenizer_round_trips_any_text(tok):
 
 
 def test_encode_example_masks_prompt(tok):
-    ids, mask = common.encode_example(tok, "PROMPT", "RESPONSE", 512)
+    ids, mask = models.encode_example(tok, "PROMPT", "RESPONSE", 512)
     n_p = len(tok("PROMPT", add_special_tokens=False)["input_ids"])
     assert mask == [0] * n_p + [1] * (len(ids) - n_p)
     assert ids[-1] == tok.eos_token_id  # the EOS is a target: the model must learn to stop
     # a long prompt is cut from the left, never the response
-    ids2, mask2 = common.encode_example(tok, "P" * 400, "RESPONSE", 20)
+    ids2, mask2 = models.encode_example(tok, "P" * 400, "RESPONSE", 20)
     assert len(ids2) == 20 and sum(mask2) == sum(mask)
     with pytest.raises(ValueError):
-        common.encode_example(tok, "P", "R" * 400, 5)
+        models.encode_example(tok, "P", "R" * 400, 5)
 
 
 def test_sft_loss_counts_only_response_tokens(tok):
     torch.manual_seed(0)
     sft.n_layer, sft.n_embd, sft.n_head, sft.block_size = 1, 32, 2, 256
     model = sft.tiny_model(tok).eval()
-    ids, mask = sft.collate([common.encode_example(tok, r["prompt"], r["response"], 256) for r in ROWS[:2]],
+    ids, mask = sft.collate([models.encode_example(tok, r["prompt"], r["response"], 256) for r in ROWS[:2]],
                             tok.pad_token_id, "cpu")
     loss = sft.sft_loss(model, ids, mask)
     # by hand: cross-entropy of every position t whose NEXT token is a response token
@@ -65,12 +66,12 @@ def test_overfit_and_checkpoint_round_trip(tok, tmp_path):
     sft.device, sft.log_interval, sft.eval_interval, sft.max_len, sft.val_fraction = "cpu", 1000, 1000, 256, 0.0
     model = sft.tiny_model(tok)
     sft.train(model, tok, ROWS, str(tmp_path))
-    ids, mask = sft.collate([common.encode_example(tok, r["prompt"], r["response"], 256) for r in ROWS],
+    ids, mask = sft.collate([models.encode_example(tok, r["prompt"], r["response"], 256) for r in ROWS],
                             tok.pad_token_id, "cpu")
     model.eval()
     loss = sft.sft_loss(model, ids, mask).item()
     assert loss < 0.3, f"4 examples should be memorised, loss {loss}"
-    loaded, tok2 = common.load_model(str(tmp_path))
+    loaded, tok2 = models.load_model(str(tmp_path))
     assert torch.allclose(loaded.eval()(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-5)
     assert tok2(ROWS[0]["prompt"])["input_ids"] == tok(ROWS[0]["prompt"])["input_ids"]
     assert os.path.exists(tmp_path / "state.pt")
@@ -111,7 +112,7 @@ def test_resume_gives_the_same_next_loss(tok, tmp_path):
     part = sft.train(model, tok, rows, str(tmp_path / "b"))
     assert [h[0] for h in part] == [1, 2, 3]
     sft.stop_iter, sft.resume = 0, True
-    model, tok2 = common.load_model(str(tmp_path / "b"))  # what `sft.py --resume=True` loads
+    model, tok2 = models.load_model(str(tmp_path / "b"))  # what `sft.py --resume=True` loads
     resumed = sft.train(model, tok2, rows, str(tmp_path / "b"))
     sft.resume = False
     assert [h[0] for h in resumed] == [1, 2, 3, 4, 5, 6]

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import common
+from training import models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,6 +28,6 @@ def test_sft_ddp_two_ranks(tmp_path):
     sums = re.findall(r"rank (\d) param checksum (-?\d+\.\d{8})", out)  # two ranks share one pipe
     assert sorted(r for r, _ in sums) == ["0", "1"], out[-2000:]
     assert sums[0][1] == sums[1][1], sums  # gradients were all-reduced: one model
-    model, tok = common.load_model(str(tmp_path / "sft"))
+    model, tok = models.load_model(str(tmp_path / "sft"))
     assert abs(sum(p.detach().double().sum().item() for p in model.parameters()) - float(sums[0][1])) < 1e-6
     assert out.count("iter     4") == 1  # only rank 0 logs

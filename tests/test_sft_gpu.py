@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
-import common
 import sft
+from training import models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROWS = [dict(prompt=f"Task {i}: write kernel {i}.\n", response=f"## Code Implementation\n```python\nx = {i} * {i}\n```\n")
@@ -27,8 +27,8 @@ def test_bf16_checkpointed_training_on_cuda(tmp_path):
     model = sft.tiny_model(tok)
     hist = sft.train(model, tok, ROWS, str(tmp_path))
     assert hist[-1][1] < 0.5 * hist[0][1], hist
-    loaded, _ = common.load_model(str(tmp_path), device="cuda")
-    ids, mask = sft.collate([common.encode_example(tok, r["prompt"], r["response"], 256) for r in ROWS],
+    loaded, _ = models.load_model(str(tmp_path), device="cuda")
+    ids, mask = sft.collate([models.encode_example(tok, r["prompt"], r["response"], 256) for r in ROWS],
                             tok.pad_token_id, "cuda")
     model.eval()
     with torch.no_grad():

@@ -1,4 +1,4 @@
-"""sft.py's bookkeeping (issue 13): the logged step loss is the token mean over all micro-batches of the step, and a
+"""sft.py's bookkeeping: the logged step loss is the token mean over all micro-batches of the step, and a
 Ctrl-C or SIGTERM at any point of an iteration leaves a checkpoint from which --resume reproduces the uninterrupted
 run exactly (losses and final weights), without ever applying a step twice."""
 import json
@@ -52,6 +52,7 @@ DRIVER = textwrap.dedent(r'''
     # Runs sft.train uninterrupted, then once per point of an iteration with a real signal (SIGINT, SIGTERM) sent to
     # itself at that point of iteration 4 of 6, then resumes from the checkpoint; prints one JSON line per point.
     import builtins, json, os, signal, sys, torch, common, sft
+    from training import models
     out = sys.argv[1]
     rows = [dict(prompt=f"Task {i}: kernel {i}\n", response=f"x = {i}\n" + "y = x * x\n" * (1 + 3 * i)) for i in range(6)]
     tok = sft.train_tokenizer([r["prompt"] + r["response"] for r in rows] * 5, 300)
@@ -111,7 +112,7 @@ DRIVER = textwrap.dedent(r'''
         return [p.detach().clone() for p in m.parameters()]
 
     full = sft.train(setup(), tok, rows, os.path.join(out, "full"))
-    full_w = params(common.load_model(os.path.join(out, "full"))[0])
+    full_w = params(models.load_model(os.path.join(out, "full"))[0])
     points = [("iteration start", 2),  # lr_at: 1st call = iteration 3's log line, 2nd = iteration 4's start
               ("sampling", 1), ("sampling", 2), ("forward", 1), ("forward", 2),
               ("backward", 1), ("backward", 2), ("grad clip", 1), ("before opt.step", 1), ("after opt.step", 1),
@@ -131,10 +132,10 @@ DRIVER = textwrap.dedent(r'''
             if os.path.exists(os.path.join(d, "state.pt")) else None
         state.update(point=None)
         sft.resume = True
-        model, tok2 = common.load_model(d)
+        model, tok2 = models.load_model(d)
         hist = sft.train(model, tok2, rows, d)
         sft.resume = False
-        w = params(common.load_model(d)[0])
+        w = params(models.load_model(d)[0])
         print(json.dumps(dict(point=point, nth=nth, sig=int(sig), fired=fired, code=code, saved_iter=at,
                               iters=[h[0] for h in hist], full_iters=[h[0] for h in full],
                               loss_diff=max(abs(a[1] - b[1]) for a, b in zip(hist, full)),

@@ -11,7 +11,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARGIN = 0.3  # x of mean speedup per answer; seeds 1, 2, 3 of `python rl.py --preset=demo --seed=N` (README) gained
-              # 0.71, 0.53 and 0.50 on 2026-12-01 (standard errors 0.06-0.08 on each side)
+              # 0.71, 0.53 and 0.50 (standard errors 0.06-0.08 on each side)
 
 
 def test_tiny_cpu_pipeline_learns(tiny_cpu_prepared, tmp_path):
@@ -42,7 +42,7 @@ def test_tiny_cpu_pipeline_learns(tiny_cpu_prepared, tmp_path):
     curve = [round(h["frac_of_best"], 2) for h in log]
     assert mean(log[-4:], "frac_of_best") >= mean(log[:3], "frac_of_best") + 0.1, curve
     assert mean(log[-4:], "speedup_all") > mean(log[:3], "speedup_all"), [h["speedup_all"] for h in log]
-    # the demo's proof (issue 14 item 2): the final evaluation samples 16 answers per task from the model before RL
+    # the demo's proof: the final evaluation samples 16 answers per task from the model before RL
     # (the SFT model) and after, on the same prompts, each distinct kernel timed once; the mean speedup per answer
     # (failures as 0) is higher after RL by a margin (3 seeds: see README "what you should see")
     ps = json.load(open(out / "eval" / "summary.json"))["per_sample"]
@@ -50,10 +50,10 @@ def test_tiny_cpu_pipeline_learns(tiny_cpu_prepared, tmp_path):
     assert before["samples"] == after["samples"] == 48, ps
     # The count of correct answers may dip: in one CI run the mean rose 0.66x -> 2.31x while rmsnorm went from 12 to
     # 1 correct of 16 (33 -> 32 in all), its slow kernels outweighed in the batch-normalised rewards by swish and
-    # new_gelu at ~3.6x (issue 13's reward_norm question). A collapse of correctness still fails here.
+    # new_gelu at ~3.6x (rl.py's reward_norm). A collapse of correctness still fails here.
     assert after["mean"] >= before["mean"] + MARGIN and after["correct"] >= 0.75 * before["correct"], ps
     assert "### per sample" in (out / "eval" / "summary.md").read_text()
-    # each stage's wall time at the end (issue 12 item 5); prepare and sft ran in the fixture, not here
+    # each stage's wall time at the end; prepare and sft ran in the fixture, not here
     assert re.search(r"wall time: rl \d+ s, evaluate \d+ s; this command \d+ s", p.stdout), p.stdout[-500:]
     # transformers' per-checkpoint progress bars are off (our log lines say what was saved)
     assert "Writing model shards" not in p.stdout + p.stderr and "Loading weights" not in p.stdout + p.stderr

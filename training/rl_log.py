@@ -1,25 +1,82 @@
-"""rl_log.py: rl.py's per-step log line and training curves, pure functions of the sample records (one line per
-step, nanochat-style); kept apart so that rl.py reads in one sitting."""
+"""rl.py's logs: a record per sample (samples.jsonl, hacks.jsonl), one line per step (log.jsonl and the terminal,
+nanochat-style) and the training curves (curves.png), from the sample records of all ranks."""
+import os
+import time
+
+import common
+
+
+def sample_records(step, rank, samples, rewards_norm, advantages, cache, measured):
+    """One record per sample: outcome, reward, advantage, completion and code; the error, and where the evaluation's
+    seconds went when this step measured the kernel (`measured`: the keys this rank evaluated), say why a step is
+    slow. rewards_norm, advantages: (N,) tensors of this rank's samples."""
+    def timing(s):
+        res = cache.get(s.get("key")) or {}
+        phases = {k: res.get(k) for k in ("compile_s", "eval_s", "phase_s")} if s.get("key") in measured else {}
+        return dict(error=(res.get("error") or "")[:300] or None, **phases)
+    return [dict(step=step, rank=rank, task=s["task"], status=s["status"], format_error=s["format_error"],
+                 hack=s["hack_kind"], speedup=s["speedup"], reward=s["reward"], reward_norm=float(rewards_norm[i]),
+                 advantage=float(advantages[i]), truncated=s["truncated"], completion_len=len(s["completion_ids"]),
+                 completion=s["text"], code=s["code"], **timing(s)) for i, s in enumerate(samples)]
+
+
+def write_step(rl_dir, recs, summary):
+    """Append the step's records to samples.jsonl (the hacks also to hacks.jsonl) and its summary to log.jsonl."""
+    for r in recs:
+        if r["status"] == "hack":
+            common.append_jsonl(os.path.join(rl_dir, "hacks.jsonl"),
+                                dict(step=r["step"], task=r["task"], hack=r["hack"], code=r["code"]))
+        common.append_jsonl(os.path.join(rl_dir, "samples.jsonl"), r)
+    common.append_jsonl(os.path.join(rl_dir, "log.jsonl"), summary)
+
+
+def log_step(rl_dir, step, gathered, best_seed, staleness, t_start):
+    """Rank 0: the step's summary from what every rank gathered (dicts of recs, stats, t = (gen, eval, train) s, new
+    kernels, psum = parameter checksum under torchrun), printed as one line and written with every sample record.
+    A step's time is its slowest rank's. Returns the summary."""
+    recs = sum((g["recs"] for g in gathered), [])
+    stats = {k: sum(g["stats"][k] for g in gathered) for k in gathered[0]["stats"]}
+    summary = step_summary(step, recs, best_seed, stats)
+    summary.update(new_kernels=sum(g["new"] for g in gathered), world_size=len(gathered), rollout_staleness=staleness,
+                   t_gen=max(g["t"][0] for g in gathered), t_eval=max(g["t"][1] for g in gathered),
+                   t_train=max(g["t"][2] for g in gathered), t_step=time.time() - t_start, wall=time.time())
+    if len(gathered) > 1:
+        summary["param_checksums"] = [g["psum"] for g in gathered]  # equal on every rank, or DDP is broken
+        if len(set(summary["param_checksums"])) > 1:
+            print(f"warning: ranks hold different weights after step {step}: {summary['param_checksums']}")
+    print(format_line(summary), flush=True)
+    write_step(rl_dir, recs, summary)
+    return summary
+
+
+def final_line(history):
+    """The run's first and last step: mean speedup of the sampled kernels and the fraction of the best seed kernel."""
+    first, last = history[0], history[-1]
+    return (f"speedup of sampled kernels (failures as 0): step 0 {first['speedup_all']:.2f}x -> step {last['step']} "
+            f"{last['speedup_all']:.2f}x; fraction of the best seed kernel {first['frac_of_best']:.2f} -> "
+            f"{last['frac_of_best']:.2f}")
 
 
 def step_summary(step, recs, best_seed, stats):
     """The log line of one step from the sample records of all ranks: mean reward (raw, x); speedup (x) of correct
     kernels: mean, median, max, and the mean over all samples with failures as 0; frac_of_best: speedup / the task's
     best seed kernel, failures as 0; the fraction of samples per outcome; mean completion length (tokens)."""
-    N = len(recs)
-    sp = sorted(r["speedup"] for r in recs if r["speedup"] is not None)
-    frac = lambda *ks: sum(r["status"] in ks for r in recs) / N
-    return dict(step=step, reward=sum(r["reward"] for r in recs) / N, speedup_all=sum(sp) / N,
-                speedup_mean=sum(sp) / max(len(sp), 1), speedup_median=sp[len(sp) // 2] if sp else 0.0,
-                speedup_max=max(sp, default=0.0),
-                frac_of_best=sum((r["speedup"] or 0.0) / best_seed[r["task"]] for r in recs) / N,
+    n = len(recs)
+    speedups = sorted(r["speedup"] for r in recs if r["speedup"] is not None)
+    frac = lambda *ks: sum(r["status"] in ks for r in recs) / n
+    return dict(step=step, reward=sum(r["reward"] for r in recs) / n, speedup_all=sum(speedups) / n,
+                speedup_mean=sum(speedups) / max(len(speedups), 1),
+                speedup_median=speedups[len(speedups) // 2] if speedups else 0.0,
+                speedup_max=max(speedups, default=0.0),
+                frac_of_best=sum((r["speedup"] or 0.0) / best_seed[r["task"]] for r in recs) / n,
                 ok=frac("ok"), compile_error=frac("compile_error"), incorrect=frac("incorrect"), hack=frac("hack"),
                 format_error=frac("format_error"), crash=frac("crash", "timeout", "runtime_error"),
-                completion_len=sum(r["completion_len"] for r in recs) / N,
-                truncated=sum(r["truncated"] for r in recs) / N, **stats)
+                completion_len=sum(r["completion_len"] for r in recs) / n,
+                truncated=sum(r["truncated"] for r in recs) / n, **stats)
 
 
 def format_line(h):
+    """The terminal line of a step's summary."""
     return (f"step {h['step']:4d} | reward {h['reward']:.3f} | speedup all {h['speedup_all']:.2f}x "
             f"ok {h['speedup_mean']:.2f}x med {h['speedup_median']:.2f}x max {h['speedup_max']:.2f}x "
             f"| of-best {h['frac_of_best']:.2f} | ok {h['ok']:.2f} compile {h['compile_error']:.2f} "

@@ -1,9 +1,8 @@
-"""The stages around rl.py: the ones a preset chains (prepare.py and sft.py before RL, evaluate.py after it, issue 14
-items 2-3) and what rl.py reads of the earlier ones (the exemplar database and result cache, CUDA-L1 §3).
+"""The stages a preset chains around rl.py: prepare.py and sft.py before RL, evaluate.py after it.
 
-rl.py runs the chained stages as subprocesses with the settings they share; out_dir/chain.json records which were
-started and which finished, so a rerun after an interrupt runs the cut one again, which continues where it was."""
-import hashlib
+rl.py runs them as subprocesses with the settings they share (SHARED); out_dir/chain.json records which were
+started and which finished, so a rerun after an interrupt runs the cut one again, which continues where it was.
+load_tasks reads prepare.py's task set for rl.py."""
 import os
 import signal
 import sys
@@ -14,13 +13,8 @@ import common
 CHAIN = ("prepare.py", "sft.py", "rl.py", "evaluate.py")  # the stages a preset chains, in this order
 SHARED = ("--preset", "--gpu", "--out_dir", "--device", "--arch", "--gpu_name", "--build_workers", "--kernelbench_dir",
           "--download", "--seed")  # the settings a chained stage takes from rl.py's command line
-STAGE_S = {}  # wall seconds of each stage this command ran (issue 12 item 5: printed at the end)
+STAGE_S = {}  # wall seconds of each stage this command ran, printed at the end
 T0 = time.time()  # about this command's start (rl.py imports this early), for the wall time printed at the end
-
-
-def sha(*parts):
-    """The result cache's key of a kernel: 16 hex digits of sha256 over (task, code)."""
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
 def chain_state(out_dir, script=None, state=None):
@@ -39,17 +33,18 @@ def run_stage(script, argv, out_dir, resume, extra=()):
     """Run another stage script as a subprocess with the settings it shares with rl.py (+ extra args), marked
     started and then done in chain.json. A Ctrl-C or SIGTERM goes on to the stage (common.run_script), which keeps
     what it measured or trained; this run then stops with exit status 130 and one line naming the stage and the
-    command that continues (issue 14 item 3). A stage that fails stops this run with exit status 1."""
+    command that continues. A stage that fails stops this run with exit status 1."""
     chain_state(out_dir, script, "started")
     t = time.time()
-    rc, sig = common.run_script(script, [a for a in argv if a.split("=")[0] in SHARED] + list(extra))
+    rc, sig = run_script(script, [a for a in argv if a.split("=")[0] in SHARED] + list(extra))
     if rc == 0:
         chain_state(out_dir, script, "done")
         STAGE_S[script] = time.time() - t
     if sig is None and rc == 0:
         return
     if sig is None and rc not in (130, -signal.SIGINT, -signal.SIGTERM):
-        sys.exit(f"error: {script} failed (exit status {rc}; its message is above); fix that and run this command again")
+        sys.exit(f"error: {script} failed (exit status {rc}; its message is above); fix that and run this command "
+                 "again")
     # after RL has steps, only --resume=True continues this out_dir (a plain rerun refuses to mix two runs)
     again = " ".join(["python rl.py"] + argv + ([] if resume or script in CHAIN[:2] else ["--resume=True"]))
     print(f"interrupted {'after' if rc == 0 else 'during'} {script} (stage {CHAIN.index(script) + 1} of 4: prepare "
@@ -72,6 +67,48 @@ def run_earlier(argv, out_dir, resume, policy):
         print(f"sft.py: done earlier in {out_dir}/sft, skipped", flush=True)
 
 
+TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+                "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+                "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE",
+                "TORCH_NCCL_ASYNC_ERROR_HANDLING")
+
+
+def run_script(script, args):
+    """Run another stage script of this repo as a plain single-process subprocess (torchrun's variables removed, so
+    a stage started from one rank never tries to join that rank's process group) and wait for it.
+
+    The stage runs in a session of its own, so a Ctrl-C in the terminal reaches only this process, which passes it
+    on once (SIGINT), as it passes on a SIGTERM (what `kill` and `timeout` send to this process alone): the stage's
+    own handler then saves what it has and exits. Returns (exit status, the signal passed on or
+    None); the caller says what it means."""
+    import signal
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_ENV}
+    env["CUDAL1_CHAINED"] = "1"      # the stage's own "continue with ..." hint would contradict the chain's
+    print(f"$ python {script} {' '.join(args)}", flush=True)
+    got, proc = [], []
+
+    def forward(sig, frame):
+        got.append(sig)
+        if proc and proc[0].poll() is None:
+            proc[0].send_signal(sig)
+    # installed before the stage starts: it then inherits the default SIGINT action even where this process was
+    # started with SIGINT ignored (a shell's background job), and a signal during its start is not lost
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        proc.append(subprocess.Popen([sys.executable, os.path.join(common.ROOT, script)] + list(args), env=env,
+                                     start_new_session=True))
+        if got:
+            proc[0].send_signal(got[0])
+        rc = proc[0].wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if proc and proc[0].poll() is None:  # this process is failing: do not leave the stage running on its own
+            proc[0].kill()
+    return rc, (got[0] if got else None)
+
+
 def print_wall_time():
     """One line with each stage's wall seconds, when this command ran more than RL."""
     if len(STAGE_S) > 1:
@@ -79,28 +116,23 @@ def print_wall_time():
               + f"; this command {time.time() - T0:.0f} s", flush=True)
 
 
-def load_database(out_dir, task_names):
-    """The cold-start exemplar database and result cache from what the earlier stages measured.
-
-    Database: {task: [{code, speedup (x), step, source}]} of every *successful* kernel: out_dir/db.json (written by
-    prepare.py) and the correct rows of out_dir/seed.jsonl (prepare's measured seed kernels, plus any imported
-    collection such as CUDA-L1's release, same row format: task, code, correct, speedup, result, variant/source),
-    each kernel once; step = -1 for all of them (before RL). Cache: {sha(task, code): bench result} of every seed
-    row, so RL never re-times a kernel prepare.py already measured on this GPU. CUDA-L1 §3; issue 4 item 2.
-    """
-    db, cache = {n: [] for n in task_names}, {}
-
-    def add(task, code, speedup, step, source):
-        if task in db and speedup is not None and all(e["code"] != code for e in db[task]):
-            db[task].append(dict(code=code, speedup=speedup, step=step, source=source))
-    if os.path.exists(os.path.join(out_dir, "db.json")):
-        for task, entries in common.json.load(open(os.path.join(out_dir, "db.json"))).items():
-            for e in entries:
-                add(task, e["code"], e["speedup"], e.get("step", -1), e.get("source", "db.json"))
-    if os.path.exists(os.path.join(out_dir, "seed.jsonl")):
-        for r in common.read_jsonl(os.path.join(out_dir, "seed.jsonl")):
-            cache[sha(r["task"], r["code"])] = r["result"]
-            if r.get("correct"):
-                add(r["task"], r["code"], r.get("speedup") or r["result"].get("speedup"), -1,
-                    r.get("source") or f"variant:{r.get('variant', '?')}")
-    return db, cache
+def load_tasks(out_dir, split, train_degenerate, master):
+    """prepare.py's task set: ({name: task}, the sorted names RL trains on: those of `split`, without the tasks
+    prepare.py's screen found degenerate unless train_degenerate). Exits with one line when there are none."""
+    path = os.path.join(out_dir, "tasks.jsonl")
+    if not os.path.exists(path):
+        sys.exit(f"error: no task set {path}: run prepare.py first (or give --out_dir)")
+    tasks = {t["name"]: t for t in common.read_jsonl(path)}
+    train_tasks = sorted(n for n, t in tasks.items() if split == "all" or t["split"] == split)
+    # a task whose check a trivial output passes (zeros, a constant, the input) rewards a kernel for doing nothing
+    degenerate = [n for n in train_tasks if tasks[n].get("degenerate")]
+    if degenerate and not train_degenerate:
+        train_tasks = [n for n in train_tasks if n not in degenerate]
+        if master:
+            print(f"not training on {len(degenerate)} degenerate tasks (prepare.py's screen; --train_degenerate=True "
+                  f"to include them): {', '.join(degenerate[:8])}{' ...' if len(degenerate) > 8 else ''}")
+    if not train_tasks:
+        sys.exit(f"error: no tasks with split={split!r} in {path}" + (
+            f" that are not degenerate ({len(degenerate)} are; --train_degenerate=True to use them)"
+            if degenerate else ""))
+    return tasks, train_tasks
