@@ -1,4 +1,5 @@
-"""Peak memory of training.models.completion_logp before and after issue 13 (item 4) for a Qwen2.5-class policy with random weights.
+"""Peak memory of training.models.completion_logp before and after issue 13 (item 4) for a Qwen2.5-class policy with
+random weights.
 
     python scripts/logp_memory.py      # on the GPU: 0.5b config, one 4k-token row, B = 1 and 8
     python scripts/logp_memory.py --model=1.5b --micro_batch_sizes=1,4 --out=results/logp_memory/h200.jsonl
@@ -7,7 +8,8 @@
         --micro_batch_sizes=1 --chunk_sizes=0,512                  # the head at real size on a CPU (peak RSS)
 
 "full" is completion_logp as it was before issue 13 (copied below: the whole (B, C, V) float32 log-softmax, the
-entropy from its exp); "chunk=N" is today's training.models.completion_logp with logp_chunk_size=N (0 = one chunk, still without
+entropy from its exp); "chunk=N" is today's training.models.completion_logp with logp_chunk_size=N (0 = one chunk, still
+without
 the log-softmax tensor). Each is measured without gradients (how rl.py computes old and reference log-probs) and with
 a backward pass (the training forward), under bf16 autocast on float32 weights as rl.py runs. The model comes from
 transformers' Qwen2Config with Qwen2.5-0.5B / 1.5B dimensions (scripts/sft_speed.py's DIMS; 151,936-token vocabulary),

@@ -12,7 +12,8 @@ of data/tiny_cuda: one as the reference, two as exemplars with speedups) x num_g
 training.generation.generate (transformers generate, gen_batch_size completions per call), every completion forced to
 max_completion_length tokens (min_new_tokens: EOS cannot end it), then rl.grpo_update on all of them (random
 advantages; loss_type grpo, beta 0 so no reference model, as rl.py's defaults; float32 weights and AdamW, bf16
-autocast) with training.models.completion_logp's chunked head. Models: transformers' Qwen2Config with the Qwen2.5 dimensions of
+autocast) with training.models.completion_logp's chunked head. Models: transformers' Qwen2Config with the Qwen2.5
+dimensions of
 scripts/sft_speed.py (151,936-token vocabulary), random weights; the tokenizer is a byte-level BPE trained here on
 the project's kernel files (sft.train_tokenizer, tokens of at most 6 characters: about 4 characters per token,
 near what Qwen's tokenizer gives on code), so nothing is downloaded; prompt lengths are printed. Generation runs once

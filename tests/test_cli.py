@@ -15,11 +15,13 @@ def _run(*args):
 
 
 @pytest.mark.parametrize("script,setting", [("prepare.py", "--teachers=''"), ("sft.py", "--lr="),
-                                            ("rl.py", "--num_generations=8"), ("evaluate.py", "--baselines='eager,compile'")])
+                                            ("rl.py", "--num_generations=8"),
+                                            ("evaluate.py", "--baselines='eager,compile'")])
 def test_help_lists_the_settings(script, setting):
     p = _run(script, "--help")
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.splitlines()[0].strip() and "settings (--key=value" in p.stdout and setting in p.stdout, p.stdout[-3000:]
+    assert p.stdout.splitlines()[0].strip(), p.stdout[-3000:]
+    assert "settings (--key=value" in p.stdout and setting in p.stdout, p.stdout[-3000:]
 
 
 @pytest.mark.parametrize("script", ["prepare.py", "sft.py", "rl.py", "evaluate.py"])

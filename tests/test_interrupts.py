@@ -2,7 +2,8 @@
 one process, as `kill` and `timeout` send it) at any point of the chain prepare -> sft -> rl -> evaluate that
 `python rl.py --preset=...` runs: the line printed names the stage that was running, what the stage had measured or
 trained is kept, and the rerun it names continues. Real subprocesses on a one-task CPU setup (config/tiny_cpu.py cut
-down); the evaluator's own resume on a kernels file; training.stages.run_script's passing on of a signal, without torch."""
+down); the evaluator's own resume on a kernels file; training.stages.run_script's passing on of a signal, without
+torch."""
 import json
 import os
 import shutil

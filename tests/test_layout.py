@@ -1,30 +1,175 @@
-"""The module layout (issue 14 item 7): no stage script imports another one (they share code through common.py,
-prompting.py, taskset.py, report.py, baseline.py; rl.py runs the other stages as subprocesses), and the
-repository's modules import each other without a circle, counting the imports inside functions too (where
-evaluate.py and prepare.py used to import each other)."""
+"""The repository's shape, kept true: the top level is the design (one file per stage, bench.py, kernel_eval.cu and
+the two shared modules), each file reads in one sitting (line budgets), code comments speak about the code as it is
+(no issue numbers, dates, runs, commits or results/ paths outside scripts/ and tests/), no import circles, no stage
+script imports another, no re-export lists and no line over 120 columns. Each check also runs on a bad example, so a
+check that cannot fail is caught too."""
 import ast
-import glob
+import io
 import os
+import re
 import subprocess
 import sys
+import tokenize
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGES = ("prepare", "sft", "rl", "evaluate")
+TOP_FILES = {"prepare.py", "sft.py", "rl.py", "evaluate.py", "bench.py", "kernel_eval.cu", "common.py", "prompting.py",
+             "README.md", "requirements.txt", "pytest.ini", ".gitignore"}
+PACKAGES = ("harness", "evaluation", "training", "seed_data")   # the folders of Python modules named for their concern
+TOP_FOLDERS = {".ci", "config", "data", "docs", "scripts", "tests", "results", *PACKAGES}
+LINE_BUDGET = {"bench.py": 210, "prepare.py": 460, "sft.py": 460, "rl.py": 460, "evaluate.py": 460,
+               "common.py": 350, "prompting.py": 350}
+FOLDER_BUDGET = 650            # any other module of the repository
+DOCSTRING_BUDGET = 32          # lines of a module docstring
+README_BUDGET = (250, 20 * 1024)            # lines, bytes
+HARNESS_README_BUDGET = 85                  # lines
+HISTORY = re.compile(r"\bissues? #?\d+|\bsessions? \d+\b|\bs\d{1,2}\b(?=[ ,;)'])|(?<!\d)20\d\d-\d\d-\d\d(?!\d)|results/"
+                     r"|\bcommit [0-9a-f]{7,}\b|\bPR #?\d+")
+HEXHASH = re.compile(r"(?<![\w.])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,12}(?![\w.])")
+
+
+def tracked():
+    """The repository's tracked files (git ls-files), else every file under ROOT outside ignored-looking folders."""
+    p = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if p.returncode == 0 and p.stdout.strip():
+        return [f for f in p.stdout.splitlines() if os.path.exists(os.path.join(ROOT, f))]
+    found = []
+    for dirpath, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith((".git", "out", "__pycache__", ".pytest"))]
+        found += [os.path.relpath(os.path.join(dirpath, f), ROOT) for f in files]
+    return found
+
+
+def python_files(under=None):
+    files = [f for f in tracked() if f.endswith(".py")]
+    return [f for f in files if under is None or f.split("/")[0] in under]
+
+
+def module_name(path):
+    """'harness/judge.py' -> 'harness.judge'; 'rl.py' -> 'rl'; '__init__.py' -> its package."""
+    name = path[:-3].replace("/", ".")
+    return name[:-len(".__init__")] if name.endswith(".__init__") else name
 
 
 def repo_imports():
-    """{module: {repo modules it imports anywhere in its source}} for every .py file at the repository's root."""
-    mods = {os.path.basename(p)[:-3]: p for p in glob.glob(os.path.join(ROOT, "*.py"))}
+    """{module: {repository modules it imports anywhere in its source, inside functions too}} for the top-level
+    modules and the packages' modules (scripts and tests are leaves: nothing imports them)."""
+    files = {module_name(f): f for f in python_files() if "/" not in f or f.split("/")[0] in PACKAGES}
     graph = {}
-    for name, path in mods.items():
+    for name, path in files.items():
         found = set()
-        for node in ast.walk(ast.parse(open(path).read(), path)):
+        for node in ast.walk(ast.parse(open(os.path.join(ROOT, path)).read(), path)):
             if isinstance(node, ast.Import):
-                found |= {a.name.split(".")[0] for a in node.names}
+                found |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                found.add(node.module.split(".")[0])
-        graph[name] = found & set(mods) - {name}
+                found.add(node.module)
+                found |= {f"{node.module}.{a.name}" for a in node.names}
+        graph[name] = {m for m in found if m in files} - {name, name.split(".")[0]}
     return graph
+
+
+def find_circle(graph):
+    """One import circle as a list of modules (first == last), or None."""
+    done, path = set(), []
+
+    def visit(m):
+        if m in path:
+            return path[path.index(m):] + [m]
+        if m in done:
+            return None
+        path.append(m)
+        for n in sorted(graph.get(m, ())):
+            circle = visit(n)
+            if circle:
+                return circle
+        path.pop()
+        done.add(m)
+        return None
+    for m in sorted(graph):
+        circle = visit(m)
+        if circle:
+            return circle
+    return None
+
+
+def history_lines(source, path="<source>"):
+    """[(line number, text)] of comments and docstrings that cite an issue, a session or run, a date, a commit or a
+    results/ path: history belongs in commit messages and docs/LOG.md, not in the code."""
+    texts = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            texts.append((tok.start[0], tok.string))
+    for node in ast.walk(ast.parse(source, path)):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc and node.body:
+                first = node.body[0].lineno
+                texts += [(first + i, line) for i, line in enumerate(doc.splitlines())]
+    return [(n, t.strip()) for n, t in texts if HISTORY.search(t) or HEXHASH.search(t)]
+
+
+def reexports(source):
+    """Lines that import names only to re-export them (`from x import a  # noqa: F401`); an `import x` kept for its
+    side effects is not one."""
+    return [line for line in source.splitlines() if re.match(r"\s*from\b", line) and "F401" in line]
+
+
+# ------------------------------------------------------------------------------------------------------ the checks
+
+def test_top_level_is_the_design():
+    top = {f.split("/")[0] for f in tracked()}
+    unexpected = top - TOP_FILES - TOP_FOLDERS
+    assert not unexpected, f"unexpected at the top level: {sorted(unexpected)}"
+    missing = {"prepare.py", "sft.py", "rl.py", "evaluate.py", "bench.py", "kernel_eval.cu", "README.md"} - top
+    assert not missing, f"missing at the top level: {sorted(missing)}"
+    assert os.path.exists(os.path.join(ROOT, "harness", "README.md")), "harness/README.md: the evaluator's processes"
+
+
+def test_files_read_in_one_sitting():
+    over = []
+    for path in python_files():
+        if path.split("/")[0] in ("tests", "scripts"):
+            continue
+        source = open(os.path.join(ROOT, path)).read()
+        budget = LINE_BUDGET.get(path, FOLDER_BUDGET)
+        if source.count("\n") > budget:
+            over.append(f"{path}: {source.count(chr(10))} lines > {budget}")
+        doc = ast.get_docstring(ast.parse(source), clean=False) or ""
+        if len(doc.splitlines()) > DOCSTRING_BUDGET:
+            over.append(f"{path}: module docstring {len(doc.splitlines())} lines > {DOCSTRING_BUDGET}")
+    readme = open(os.path.join(ROOT, "README.md"), "rb").read()
+    if readme.count(b"\n") > README_BUDGET[0] or len(readme) > README_BUDGET[1]:
+        over.append(f"README.md: {readme.count(bytes([10]))} lines, {len(readme)} bytes > {README_BUDGET}")
+    harness_readme = open(os.path.join(ROOT, "harness", "README.md")).read()
+    if harness_readme.count("\n") > HARNESS_README_BUDGET:
+        over.append(f"harness/README.md: {harness_readme.count(chr(10))} lines > {HARNESS_README_BUDGET}")
+    assert not over, "\n".join(over)
+
+
+def test_code_comments_carry_no_history():
+    found = []
+    for path in python_files(under=None):
+        if path.split("/")[0] in ("tests", "scripts"):
+            continue
+        found += [f"{path}:{n}: {t}" for n, t in history_lines(open(os.path.join(ROOT, path)).read(), path)]
+    assert not found, ("history in code comments (cite docs/REFERENCE.md or move it to docs/LOG.md):\n"
+                       + "\n".join(found))
+
+
+def test_no_line_over_120_columns():
+    """Code and tests; data/ holds the demo's kernels as the model learns to write them, left as they are."""
+    files = [f for f in python_files() + ["kernel_eval.cu"] if not f.startswith("data/")]
+    long = [f"{path}:{i}" for path in files if os.path.exists(os.path.join(ROOT, path))
+            for i, line in enumerate(open(os.path.join(ROOT, path)).read().splitlines(), 1) if len(line) > 120]
+    assert not long, f"{len(long)} lines over 120 columns: {long[:20]}"
+
+
+def test_no_reexport_lists():
+    found = [f"{path}: {line.strip()}" for path in python_files() if path.split("/")[0] not in ("tests", "scripts")
+             for line in reexports(open(os.path.join(ROOT, path)).read())]
+    assert not found, "import a name from where it lives, not through a re-export:\n" + "\n".join(found)
 
 
 def test_no_stage_script_imports_another():
@@ -36,19 +181,9 @@ def test_no_stage_script_imports_another():
 
 def test_no_import_circle():
     graph = repo_imports()
-    done, path = set(), []
-
-    def visit(m):
-        assert m not in path, f"import circle: {' -> '.join(path[path.index(m):] + [m])}"
-        if m in done:
-            return
-        path.append(m)
-        for n in sorted(graph[m]):
-            visit(n)
-        path.pop()
-        done.add(m)
-    for m in sorted(graph):
-        visit(m)
+    assert any("." in m for m in graph), "the packages' modules are in the graph"
+    circle = find_circle(graph)
+    assert circle is None, f"import circle: {' -> '.join(circle)}"
 
 
 def test_stage_imports_in_a_fresh_interpreter():
@@ -61,9 +196,26 @@ def test_stage_imports_in_a_fresh_interpreter():
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-3000:]
 
 
-def test_the_circle_check_can_fail(tmp_path, monkeypatch):
-    """The circle check on a graph with a circle (a -> b -> a) does fail."""
-    import pytest
-    monkeypatch.setattr(sys.modules[__name__], "repo_imports", lambda: {"a": {"b"}, "b": {"a"}, "c": set()})
-    with pytest.raises(AssertionError, match="import circle: a -> b -> a"):
-        test_no_import_circle()
+# ----------------------------------------------------------------------------------- the checks can fail
+
+def test_the_circle_check_can_fail():
+    assert find_circle({"a": {"b"}, "b": {"a"}, "c": set()}) == ["a", "b", "a"]
+    assert find_circle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize("comment", ["# measured in session 8", "# see issue 12 item 3", "# (2026-12-02_s12)",
+                                     "# results/bench/x.log", "# since commit 33603f0", "# fixed in 885b8fb",
+                                     "# read 0.49 ms (s8, s12) against 0.5"])
+def test_the_history_check_can_fail(comment):
+    assert history_lines(f"x = 1  {comment}\n"), comment
+
+
+@pytest.mark.parametrize("comment", ["# REFERENCE.md §4c: precision", "# 2x L2 bytes, 0x06 is the limit's id",
+                                     "# sha256 of the source", "# 120 columns", "# seeds 1337 and 42"])
+def test_the_history_check_lets_plain_comments_pass(comment):
+    assert not history_lines(f"x = 1  {comment}\n"), comment
+
+
+def test_the_reexport_check_can_fail():
+    assert reexports("from harness.session import WALL_OVER  # noqa: F401\n")
+    assert not reexports("from harness.session import WALL_OVER\n")

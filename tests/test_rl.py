@@ -64,14 +64,16 @@ def test_reward_norm_group_keeps_a_fast_tasks_ordering():
     assert torch.allclose(b[:4], torch.full((4,), 1.5))
     assert torch.allclose(b[4:], torch.full((16,), -1 / 2.00649), atol=1e-5)
     assert torch.equal(rl.group_advantages(b, 4, "group")[:4], torch.zeros(4))
-    # group: mean 5, population std sqrt(0.52 / 4) = 0.360555 inside the fast task -> z = (-0.5, -0.1, 0.1, 0.5) / 0.360555
+    # group: mean 5, population std sqrt(0.52 / 4) = 0.360555 inside the fast task
+    # -> z = (-0.5, -0.1, 0.1, 0.5) / 0.360555
     # = (-1.38675, -0.27735, 0.27735, 1.38675), none clipped; a group of equal rewards -> 0
     g = rl.normalise_rewards(r, 1.5, "group", 4)
     assert torch.allclose(g[:4], torch.tensor([-1.38675, -0.27735, 0.27735, 1.38675]), atol=1e-5)
     assert torch.equal(g[4:], torch.zeros(16))
     # then GRPO's group advantage: unbiased std of z = sqrt(4 / 3) -> z / 1.1547 (the 1e-4 of the std is kept)
     a = rl.group_advantages(g, 4, "group")
-    assert torch.allclose(a[:4], torch.tensor([-1.38675, -0.27735, 0.27735, 1.38675]) / (2 / 3 ** 0.5 + 1e-4), atol=1e-5)
+    want = torch.tensor([-1.38675, -0.27735, 0.27735, 1.38675]) / (2 / 3 ** 0.5 + 1e-4)
+    assert torch.allclose(a[:4], want, atol=1e-5)
     assert a[0] < a[1] < a[2] < a[3]  # the ordering inside the task survives
 
 
@@ -227,7 +229,8 @@ def test_k3_kl():
     assert loss.item() == pytest.approx(0.1 * (math.e - 2), abs=1e-6)
     # never negative
     d = torch.linspace(-5, 5, 101)[None]
-    _, st = rl.grpo_loss(torch.zeros_like(d), torch.zeros_like(d), torch.zeros(1), torch.ones_like(d), ref_logp=d, beta=1.0)
+    _, st = rl.grpo_loss(torch.zeros_like(d), torch.zeros_like(d), torch.zeros(1), torch.ones_like(d),
+                         ref_logp=d, beta=1.0)
     assert st["kl"] >= 0
 
 
@@ -287,8 +290,8 @@ def test_bucket_sampling_extreme_spread_does_not_overflow():
     for _ in range(20):
         assert [e["code"] for e in exemplars.sample_exemplars(entries, 2, rng, "bucket", 0.25, 0.01)] == ["c", "b"]
     # and a low tau with all three wanted still returns three distinct kernels
-    assert sorted(e["code"] for e in exemplars.sample_exemplars(entries + [dict(code="d", speedup=5.0)], 3, rng, "bucket",
-                                                          0.25, 0.001)) == ["b", "c", "d"]
+    four = entries + [dict(code="d", speedup=5.0)]
+    assert sorted(e["code"] for e in exemplars.sample_exemplars(four, 3, rng, "bucket", 0.25, 0.001)) == ["b", "c", "d"]
 
 
 def test_exemplar_fallbacks():
@@ -399,7 +402,8 @@ def test_contrastive_prompt_carries_table_3():
     assert all(f"\n{h}\n" in p for h in prompting.SECTIONS)  # the three "## " sections, each on its own line
     # the five questions sit in the Performance Analysis section's instructions, in order
     pos = [low.index(v) for v in questions.values()]
-    assert pos == sorted(pos) and pos[0] > low.index("## performance analysis") and pos[-1] < low.index("## algorithm design")
+    assert pos == sorted(pos) and pos[0] > low.index("## performance analysis")
+    assert pos[-1] < low.index("## algorithm design")
 
 
 def test_parse_variant_strips_metadata():
@@ -599,7 +603,8 @@ def test_steps_per_hour_script(tmp_path):
     p = subprocess.run([sys.executable, "scripts/steps_per_hour.py", str(log)], capture_output=True, text=True,
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     # eval (0 + 20 + 13) / 3 = 11.0 s per step; 33 s over 2 new kernels = 16.5 s each
-    assert "per step: gen 1.0 s, eval 11.0 s, train 0.5 s; 2 new kernels, 16.5 s of evaluation each" in p.stdout, p.stdout
+    want = "per step: gen 1.0 s, eval 11.0 s, train 0.5 s; 2 new kernels, 16.5 s of evaluation each"
+    assert want in p.stdout, p.stdout
 
 
 def test_step_summary_by_hand():

@@ -49,7 +49,8 @@ UPDATE = textwrap.dedent("""
     from transformers import LlamaConfig, LlamaForCausalLM
     rank, world, _, _ = ddp.ddp_setup("cpu")
     rows = [dict(prompt_ids=[1, 2, 3], completion_ids=[4, 5, 6, 7, 8]), dict(prompt_ids=[9], completion_ids=[10]),
-            dict(prompt_ids=[11, 12], completion_ids=[13, 14]), dict(prompt_ids=[15, 16, 17, 18], completion_ids=[19, 20, 21])]
+            dict(prompt_ids=[11, 12], completion_ids=[13, 14]),
+            dict(prompt_ids=[15, 16, 17, 18], completion_ids=[19, 20, 21])]
     adv = torch.tensor([1.0, -0.5, 2.0, -1.0])
     out = {}
     for lt in ("grpo", "bnpo", "dr_grpo", "dapo"):
@@ -60,7 +61,8 @@ UPDATE = textwrap.dedent("""
             cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                               num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
             model, ref = LlamaForCausalLM(cfg), LlamaForCausalLM(cfg).requires_grad_(False)
-            opt = torch.optim.SGD(model.parameters(), lr=1.0)  # plain SGD: a gradient scaled wrong shows (Adam hides it)
+            opt = torch.optim.SGD(model.parameters(), lr=1.0)  # plain SGD: a gradient scaled wrong shows (Adam
+            #                                                    would hide it)
             mine = (slice(0, first) if rank == 0 else slice(first, 4)) if world == 2 else slice(0, 4)
             stats, n = rl.grpo_update(model, ref, opt, rows[mine], adv[mine], 0, world=world)
             out[lt, first] = dict(params=[p.detach().clone() for p in model.parameters()], n=n,

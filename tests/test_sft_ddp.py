@@ -17,7 +17,8 @@ def test_sft_ddp_two_ranks(tmp_path):
         for i in range(12):
             f.write(common.json.dumps(dict(prompt=f"Task {i}: kernel {i}\n", response=f"y = x * {i}\n")) + "\n")
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")  # every rank's lines reach the pipe
-    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone",  # free port
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                        "--standalone",  # a free port
                         "sft.py", "--init_from=tiny", f"--data={data}", f"--out_dir={tmp_path}", "--device=cpu",
                         "--vocab_size=300", "--n_layer=1", "--n_embd=32", "--n_head=2", "--max_len=128",
                         "--batch_size=2", "--grad_accum=2", "--max_iters=4", "--log_interval=1", "--lr=3e-3"],

@@ -12,7 +12,8 @@ import sft
 from training import models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROWS = [dict(prompt=f"Task {i}: write kernel {i}.\n", response=f"## Code Implementation\n```python\nx = {i} * {i}\n```\n")
+ROWS = [dict(prompt=f"Task {i}: write kernel {i}.\n",
+             response=f"## Code Implementation\n```python\nx = {i} * {i}\n```\n")
         for i in range(4)]
 
 

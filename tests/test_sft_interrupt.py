@@ -16,8 +16,8 @@ import sft
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # responses of very different lengths, so that a mean of micro-batch means differs from the token mean
-ROWS = [dict(prompt=f"Task {i}: write kernel {i}.\n", response=f"## Code\n```python\nx = {i}\n" + "y = x * x\n" * (1 + 6 * i)
-             + "```\n") for i in range(4)]
+ROWS = [dict(prompt=f"Task {i}: write kernel {i}.\n",
+             response=f"## Code\n```python\nx = {i}\n" + "y = x * x\n" * (1 + 6 * i) + "```\n") for i in range(4)]
 
 
 def test_logged_loss_is_the_token_mean_of_the_whole_step(tmp_path, monkeypatch):
@@ -54,7 +54,8 @@ DRIVER = textwrap.dedent(r'''
     import builtins, json, os, signal, sys, torch, common, sft
     from training import models
     out = sys.argv[1]
-    rows = [dict(prompt=f"Task {i}: kernel {i}\n", response=f"x = {i}\n" + "y = x * x\n" * (1 + 3 * i)) for i in range(6)]
+    rows = [dict(prompt=f"Task {i}: kernel {i}\n", response=f"x = {i}\n" + "y = x * x\n" * (1 + 3 * i))
+            for i in range(6)]
     tok = sft.train_tokenizer([r["prompt"] + r["response"] for r in rows] * 5, 300)
 
     def setup():
