@@ -17,6 +17,7 @@ sys.path.insert(0, ROOT)
 from evaluation import baseline  # noqa: E402
 from evaluation import measure  # noqa: E402
 from evaluation import report  # noqa: E402
+from evaluation import sampling  # noqa: E402
 from evaluation import taskset  # noqa: E402
 
 SAMPLE = os.path.join(os.environ.get("CUDAL1_SAMPLE_DIR") or os.path.join(ROOT, "..", "shared", "cudal1_sample"),
@@ -622,7 +623,6 @@ def test_pipeline_filters(tmp_path, monkeypatch, capsys):
 
 
 def test_pipeline_with_a_model(tmp_path, monkeypatch, capsys):
-    import common
     import prompting
     tasks, kern = _tasks(), [json.loads(line)["code"] for line in open(os.path.join(FIX, "eval_kernels.jsonl"))]
     answers = {  # two samples per task: best of 2 is the faster correct one; a format error is a failed sample
@@ -637,8 +637,8 @@ def test_pipeline_with_a_model(tmp_path, monkeypatch, capsys):
             name = next(t["name"] for t in tasks if t["src"].strip() in p)
             for text in answers[name][:num_generations]:
                 yield dict(prompt_ids=[], completion_ids=[], truncated=False, text=text)
-    monkeypatch.setattr(common, "load_model", lambda name, device="cpu", dtype="float32": (None, None))
-    monkeypatch.setattr(common, "generate", fake_generate)
+    monkeypatch.setattr(sampling, "load_model", lambda name, device="cpu", dtype="float32": (None, None))
+    monkeypatch.setattr(sampling, "generate", fake_generate)
     db = tmp_path / "db.json"
     db.write_text(json.dumps({"level1/1_RowScale": [dict(code="class ModelNew: A", speedup=1.2, step=1),
                                                     dict(code="class ModelNew: B", speedup=3.5, step=2),
