@@ -31,14 +31,15 @@ def parse_models(spec):
 
 def task_prompts(ref, names, prompt, db_file, gpu_name):
     """{task: prompt text} for the tasks `names` (ref: {task: reference source}): the stage-1 prompt, or the
-    contrastive one with the task's top-2 kernels by speedup in db_file ({task: [{code, speedup, ...}]}, rl.py's
+    contrastive one with the task's best prompting.NUM_EXEMPLARS kernels by speedup in db_file ({task: [{code, speedup, ...}]}, rl.py's
     exemplar database; none when the file does not exist). Raises ValueError for a malformed db_file."""
     db = common.read_json(db_file) if prompt == "contrastive" and db_file and os.path.exists(db_file) else {}
 
-    def top2(name):
-        return [(e["code"], e["speedup"]) for e in sorted(db.get(name, []), key=lambda e: -e["speedup"])[:2]]
+    def best(name):
+        ranked = sorted(db.get(name, []), key=lambda e: -e["speedup"])
+        return [(e["code"], e["speedup"]) for e in ranked[:prompting.NUM_EXEMPLARS]]
     return {n: prompting.stage1_prompt(ref[n], gpu_name) if prompt == "stage1"
-            else prompting.contrastive_prompt(ref[n], top2(n), gpu_name) for n in names}
+            else prompting.contrastive_prompt(ref[n], best(n), gpu_name) for n in names}
 
 
 def sample_answers(todo, samples, models, prompts, path, num_samples, device, seed, max_new_tokens, temperature):

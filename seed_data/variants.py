@@ -77,7 +77,7 @@ def sft_rows(tasks, seeds, rng, prompts_per_variant, gpu_name):
     for task in tasks:
         mine = [s for s in seeds if s["task"] == task["name"]]
         good = [s for s in mine if s["correct"]]
-        pairs = [list(p) for p in itertools.combinations(good, 2)] or [good]
+        pairs = [list(p) for p in itertools.combinations(good, prompting.NUM_EXEMPLARS)] or [good]
         for seed_row in mine:
             order = rng.sample(pairs, len(pairs))
             for i in range(prompts_per_variant):
