@@ -31,8 +31,9 @@ def parse_models(spec):
 
 def task_prompts(ref, names, prompt, db_file, gpu_name):
     """{task: prompt text} for the tasks `names` (ref: {task: reference source}): the stage-1 prompt, or the
-    contrastive one with the task's best prompting.NUM_EXEMPLARS kernels by speedup in db_file ({task: [{code, speedup, ...}]}, rl.py's
-    exemplar database; none when the file does not exist). Raises ValueError for a malformed db_file."""
+    contrastive one with the task's best prompting.NUM_EXEMPLARS kernels by speedup in db_file
+    ({task: [{code, speedup, ...}]}, rl.py's exemplar database; none when the file does not exist). Raises ValueError
+    for a malformed db_file."""
     db = common.read_json(db_file) if prompt == "contrastive" and db_file and os.path.exists(db_file) else {}
 
     def best(name):
