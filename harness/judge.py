@@ -30,7 +30,7 @@ import torch
 
 from harness import cores
 from harness import kernel_eval
-from harness import runner as R
+from harness import runner
 
 PREC_RATIO = 16.0     # a candidate may be this many times less accurate than the fp32 reference (vs float64)...
 PREC_HALF = 0.5       # ...or up to this share of the error that 10-bit-mantissa operands (TF32/fp16) would cause
@@ -42,7 +42,7 @@ ALIGN = 256
 
 def trial_seeds(n):
     """The seeds of the correctness trials (KernelBench: seeds drawn from seed 42)."""
-    rng = random.Random(R.SEED)
+    rng = random.Random(runner.SEED)
     return [rng.randrange(2 ** 31) for _ in range(n)]
 
 
@@ -85,7 +85,7 @@ def round10(t):
 
 
 def _floats(out):
-    return [x for x in R.leaves(out) if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    return [x for x in runner.leaves(out) if isinstance(x, torch.Tensor) and x.is_floating_point()]
 
 
 def _f64(x):
@@ -99,15 +99,15 @@ class _Task:
 
     def __init__(self, src, key, dev, info):
         self.key, self.dev, self.info = key, dev, info
-        self.mod = R.load_source(src, "cudal1_task_" + key[:16])
-        R.set_flags(R.FIXED_FLAGS)
+        self.mod = runner.load_source(src, "cudal1_task_" + key[:16])
+        runner.set_flags(runner.FIXED_FLAGS)
         with torch.no_grad():
-            self.model = R.build_model(self.mod, self.mod.Model, dev)
+            self.model = runner.build_model(self.mod, self.mod.Model, dev)
         self._m64 = self._half = None
 
     def ref(self, seed):
-        inputs = R.make_inputs(self.mod, seed, self.dev)
-        R.set_flags(R.FIXED_FLAGS)
+        inputs = runner.make_inputs(self.mod, seed, self.dev)
+        runner.set_flags(runner.FIXED_FLAGS)
         with torch.no_grad():
             out = self.model(*inputs)
         if self.dev.type == "cuda":
@@ -135,7 +135,7 @@ class _Task:
 def _layout(out):
     """[(offset, nbytes, dtype, shape)] of the tensor leaves, each at an ALIGN-byte offset, and the total."""
     lay, off = [], 0
-    for x in R.leaves(out):
+    for x in runner.leaves(out):
         if isinstance(x, torch.Tensor):
             n = x.numel() * x.element_size()
             lay.append((off, n, str(x.dtype).replace("torch.", ""), list(x.shape)))
@@ -172,15 +172,15 @@ def _trivial(name, ref, other, inputs):
 def screen(task, seeds, atol, rtol):
     """{trivial output name: "passed" | "incorrect: ..." | "n/a: ..."} over the trial seeds (REFERENCE.md §3)."""
     status = {name: "passed" for name in TRIVIAL_OUTPUTS}
-    _, other = task.ref(R.SEED + 7)                         # the output for other inputs
+    _, other = task.ref(runner.SEED + 7)                         # the output for other inputs
     for seed in seeds:
         inputs, ref = task.ref(seed)
         for name in TRIVIAL_OUTPUTS:
             if status[name] != "passed":
                 continue
             try:
-                triv = R.leaves(_trivial(name, ref, other, inputs))
-                bad = sum(compare(t, r, atol, rtol)[2] for t, r in zip(triv, R.leaves(ref))
+                triv = runner.leaves(_trivial(name, ref, other, inputs))
+                bad = sum(compare(t, r, atol, rtol)[2] for t, r in zip(triv, runner.leaves(ref))
                           if isinstance(r, torch.Tensor))
                 if bad:
                     status[name] = f"incorrect: {int(bad)} mismatches"
@@ -194,7 +194,7 @@ def screen(task, seeds, atol, rtol):
 class _Judge:
     def __init__(self, dev):
         self.dev, self.cuda = dev, dev.type == "cuda"
-        self.infos, self.task, self.clocks, self.ex, self.bandwidth_gbs = {}, None, {}, None, None
+        self.infos, self.task, self.clocks, self.buffer_spec, self.bandwidth_gbs = {}, None, {}, None, None
         self.screens = {}
 
     def ensure(self, cmd):
@@ -207,7 +207,7 @@ class _Judge:
 
     def clock(self, protocol):
         if protocol not in self.clocks:
-            self.clocks[protocol] = R.Clock(self.dev, protocol)
+            self.clocks[protocol] = runner.Clock(self.dev, protocol)
         return self.clocks[protocol]
 
     def warm(self, cmd):
@@ -226,19 +226,19 @@ class _Judge:
             return self.infos[key]
         t = self.ensure(cmd)
         seeds = trial_seeds(cmd["trials"])
-        inputs = R.make_inputs(t.mod, seeds[0], self.dev)
-        fp = R.fingerprint(inputs)
+        inputs = runner.make_inputs(t.mod, seeds[0], self.dev)
+        fp = runner.fingerprint(inputs)
         with torch.no_grad():
             out = t.model(*inputs)
-        tensors = [x for x in R.leaves(out) if isinstance(x, torch.Tensor)]
+        tensors = [x for x in runner.leaves(out) if isinstance(x, torch.Tensor)]
         lay, total = _layout(out)
-        info = dict(ok=True, meta=R.meta(out), layout=lay, total=total, seeds=seeds,
+        info = dict(ok=True, meta=runner.meta(out), layout=lay, total=total, seeds=seeds,
                     input_bytes=_nbytes(inputs), output_bytes=_nbytes(out),
                     device_name=torch.cuda.get_device_name(self.dev) if self.cuda else "cpu",
-                    ref_aliases=any(R.aliases(x, inputs) for x in tensors if x.numel()),   # the task itself
-                    ref_mutates=R.fingerprint(inputs) != fp)                              # returns/changes inputs
+                    ref_aliases=any(runner.aliases(x, inputs) for x in tensors if x.numel()),   # the task itself
+                    ref_mutates=runner.fingerprint(inputs) != fp)                              # returns/changes inputs
         if info["ref_mutates"]:
-            inputs = R.make_inputs(t.mod, seeds[0], self.dev)
+            inputs = runner.make_inputs(t.mod, seeds[0], self.dev)
         # float64 references fit?  (their inputs and outputs, twice: the plain one and the rounded one)
         big = 2 * (info["input_bytes"] + info["output_bytes"]) * 2 / 1e9 > PREC_MAX_GB
         prec = dict(skipped="no floating outputs") if not _floats(out) else \
@@ -262,7 +262,7 @@ class _Judge:
                 self.screens[skey] = screen(t, seeds, cmd["atol"], cmd["rtol"])
             info["screen"] = self.screens[skey]
         clock = self.clock(cmd["protocol"])               # a first reference time: the candidate's time limit
-        times = [clock.call(t.model, R.make_inputs(t.mod, R.SEED + 11 + i, self.dev))[0] for i in range(4)]
+        times = [clock.call(t.model, runner.make_inputs(t.mod, runner.SEED + 11 + i, self.dev))[0] for i in range(4)]
         info["ref_ms_est"] = statistics.median(times[1:])
         if self.cuda:
             if self.bandwidth_gbs is None:
@@ -278,45 +278,45 @@ class _Judge:
         total = max(self.infos[cmd["task_key"]]["total"], ALIGN)
         lay = self.infos[cmd["task_key"]]["layout"]
         if self.cuda and cmd.get("kind", "ipc") == "ipc":
-            lib, ptr = R.cudart(), ctypes.c_void_p()
-            R._ck(lib.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(total)), "cudaMalloc")
-            h = R._IpcHandle()
+            lib, ptr = runner.cudart(), ctypes.c_void_p()
+            runner._ck(lib.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(total)), "cudaMalloc")
+            h = runner._IpcHandle()
             try:
-                R._ck(lib.cudaIpcGetMemHandle(ctypes.byref(h), ptr), "cudaIpcGetMemHandle")
+                runner._ck(lib.cudaIpcGetMemHandle(ctypes.byref(h), ptr), "cudaIpcGetMemHandle")
             except RuntimeError:
                 lib.cudaFree(ptr)
                 raise
-            self.ex = dict(kind="ipc", ptr=ptr.value, total=total)
+            self.buffer_spec = dict(kind="ipc", ptr=ptr.value, total=total)
             return dict(ok=True, spec=dict(kind="ipc", handle=bytes(h).hex(), layout=lay))
         path = cmd["path"]
         with open(path, "wb") as f:
             f.truncate(total)
-        self.ex = dict(kind="file", path=path, total=total)
+        self.buffer_spec = dict(kind="file", path=path, total=total)
         return dict(ok=True, spec=dict(kind="file", path=path, layout=lay))
 
     def close_exchange(self):
-        if self.ex and self.ex["kind"] == "ipc":
-            R.cudart().cudaFree(ctypes.c_void_p(self.ex["ptr"]))
-        self.ex = None
+        if self.buffer_spec and self.buffer_spec["kind"] == "ipc":
+            runner.cudart().cudaFree(ctypes.c_void_p(self.buffer_spec["ptr"]))
+        self.buffer_spec = None
 
     def poison_exchange(self):
-        if self.ex["kind"] == "ipc":
-            kernel_eval.poison_fill_ptr(self.ex["ptr"], self.ex["total"], self.dev)
+        if self.buffer_spec["kind"] == "ipc":
+            kernel_eval.poison_fill_ptr(self.buffer_spec["ptr"], self.buffer_spec["total"], self.dev)
             torch.cuda.current_stream(self.dev).synchronize()     # poisoned before the runner may write again
         else:
-            with _regular_file(self.ex["path"], os.O_WRONLY) as f:
-                f.write(b"\xff" * self.ex["total"])
+            with _regular_file(self.buffer_spec["path"], os.O_WRONLY) as f:
+                f.write(b"\xff" * self.buffer_spec["total"])
 
     def read_exchange(self, lay):
         """The tensors a runner wrote, copied into judge-owned memory (then it may scribble on the buffer)."""
-        raw = torch.empty(self.ex["total"], dtype=torch.uint8, device=self.dev)
-        if self.ex["kind"] == "ipc":
+        raw = torch.empty(self.buffer_spec["total"], dtype=torch.uint8, device=self.dev)
+        if self.buffer_spec["kind"] == "ipc":
             torch.cuda.synchronize()
-            R._ck(R.cudart().cudaMemcpy(ctypes.c_void_p(raw.data_ptr()), ctypes.c_void_p(self.ex["ptr"]),
-                                        ctypes.c_size_t(self.ex["total"]), 3), "cudaMemcpy")
+            source, size = ctypes.c_void_p(self.buffer_spec["ptr"]), ctypes.c_size_t(self.buffer_spec["total"])
+            runner._ck(runner.cudart().cudaMemcpy(ctypes.c_void_p(raw.data_ptr()), source, size, 3), "cudaMemcpy")
         else:
-            with _regular_file(self.ex["path"], os.O_RDONLY) as f:
-                data = bytearray(f.read(self.ex["total"]))
+            with _regular_file(self.buffer_spec["path"], os.O_RDONLY) as f:
+                data = bytearray(f.read(self.buffer_spec["total"]))
             raw.copy_(torch.frombuffer(data, dtype=torch.uint8) if data else raw)
         return [raw[off:off + n].view(getattr(torch, dt)).reshape(shape) for off, n, dt, shape in lay]
 
@@ -330,14 +330,14 @@ class _Judge:
         except (OSError, ValueError) as e:                # the candidate replaced or removed the exchange file
             return dict(ok=True, verdict="changed", why=f"the judge's output buffer was tampered with: {e}")
         t = self.ensure(cmd)
-        if cmd.get("checksum") is not None and R.checksum(outs) != cmd["checksum"]:
+        if cmd.get("checksum") is not None and runner.checksum(outs) != cmd["checksum"]:
             return dict(ok=True, verdict="changed", why="the output in the judge's buffer differs from what the "
                                                          "candidate delivered when its call returned")
         outs = as_stored(outs, cmd.get("order"))       # the bytes are checked as delivered, then given their order
         if outs is None:
             return dict(ok=True, verdict="incorrect", why="the runner named an impossible memory order")
         inputs, ref = t.ref(cmd["seed"])
-        want, got = R.meta(ref), cmd["meta"]
+        want, got = runner.meta(ref), cmd["meta"]
         problem = _structure_problem(got, want)
         if problem or cmd.get("checksum") is None:
             return dict(ok=True, verdict="incorrect", why=problem or "the output could not be delivered")
@@ -350,7 +350,7 @@ class _Judge:
                 r64_error = f"{type(e).__name__}: {e}"[:300]
         stats, it, floats = [0.0, 0.0, 0.0, 0.0], iter(outs), 0
         sums, mism64, paired = [0.0, 0.0, 0.0], 0, r64 is not None   # err_sq, ref_sq, ref_err_sq
-        for w, g, r in zip(want, got, R.leaves(ref)):
+        for w, g, r in zip(want, got, runner.leaves(ref)):
             if w["kind"] == "tensor":
                 o, x = next(it), None
                 if getattr(torch, w["dtype"]).is_floating_point and r64 is not None:
@@ -479,10 +479,10 @@ def main(sock, spec):
     with contextlib.suppress(Exception):                 # no other process of this user may read our memory
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)           # PR_SET_DUMPABLE 0
     judge = _Judge(dev)
-    R.send(sock, dict(op="hello", pid=os.getpid(), t=time.time()))
+    runner.send(sock, dict(op="hello", pid=os.getpid(), t=time.time()))
     while True:
         try:
-            cmd = R.recv(sock)
+            cmd = runner.recv(sock)
         except (EOFError, ValueError, OSError):
             return
         op = cmd.get("op")
@@ -492,8 +492,8 @@ def main(sock, spec):
             fn = dict(warm=judge.warm, setup=judge.setup, exchange=judge.exchange, check=judge.check)[op]
             reply = fn(cmd)
         except Exception as e:
-            reply = dict(ok=False, **R.describe(e))
+            reply = dict(ok=False, **runner.describe(e))
         spare = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev) if judge.cuda else 0
         if TRIM and spare > 1 << 30:
             torch.cuda.empty_cache()     # the float64 references and checks of a 6 GB task leave tens of GB cached
-        R.send(sock, reply)              # here, which the candidate's process then could not allocate (H200 OOMs)
+        runner.send(sock, reply)              # here, which the candidate's process then could not allocate (H200 OOMs)

@@ -358,7 +358,7 @@ class Clock:
         self.spin_cycles, self.idle_tail_ms, self.flush_buf = 0, 0.0, None
         if self.cuda:
             E = torch.cuda.Event
-            self.ev = [E(enable_timing=True) for _ in range(4)]         # pre, start, end, after
+            self.events = [E(enable_timing=True) for _ in range(4)]         # pre, start, end, after
             if protocol != "cudal1":
                 l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
                 self.flush_buf = torch.empty(2 * l2 if l2 > 0 else 256 << 20, dtype=torch.uint8, device=dev)
@@ -367,7 +367,7 @@ class Clock:
     def _calibrate(self):
         """Spin cycles per SPIN_US (at working clocks: the GPU is kept busy first), and the cost of a device-wide
         synchronise on an idle device (both medians). call() re-sizes the spin whenever it ran short."""
-        pre, start, end, after = self.ev
+        pre, start, end, after = self.events
         for _ in range(20):
             kernel_eval.spin(1_000_000, self.dev)
         rates = []
@@ -403,7 +403,7 @@ class Clock:
             t0 = time.thread_time()
             out = model(*inputs)
             return (time.thread_time() - t0) * 1e3, out
-        pre, start, end, after = self.ev
+        pre, start, end, after = self.events
         if self.protocol == "strict":
             self.flush()
             pre.record()
