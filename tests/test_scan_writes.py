@@ -37,7 +37,8 @@ NAMED_WRITES = {
     "an absolute path": "open('/var/tmp/elsewhere.txt', 'w').write('x')\n",
     "a path from sys.path": "import os, sys\nfor d in sys.path:\n    open(os.path.join(d, 'x.txt'), 'w')\n",
     "a copy into site-packages": "import shutil, site\nshutil.copy('a.txt', site.getusersitepackages())\n",
-    "a Python module in a temp folder": "import os, tempfile\nopen(os.path.join(tempfile.mkdtemp(), 'torch.py'), 'w')\n",
+    "a Python module in a temp folder": "import os, tempfile\n"
+                                        "open(os.path.join(tempfile.mkdtemp(), 'torch.py'), 'w')\n",
     "a path it cannot place": "def put(path):\n    open(path, 'w').write('x')\n",
     "os.open with a writing flag": "import os\nos.open('/etc/x', os.O_WRONLY | os.O_CREAT)\n",
 }
@@ -51,7 +52,8 @@ HARMLESS = {
     "TemporaryDirectory": "import os, tempfile\nwith tempfile.TemporaryDirectory() as td:\n"
                           "    open(os.path.join(td, 'k.cpp'), 'w').write('x')\n",
     "$TMPDIR": "import os\nd = os.environ.get('TMPDIR', '/tmp')\nopen(f'{d}/k.cu', 'w')\n",
-    "pathlib in mkdtemp()": "import pathlib, tempfile\np = pathlib.Path(tempfile.mkdtemp()) / 'k.cu'\np.write_text('x')\n",
+    "pathlib in mkdtemp()": "import pathlib, tempfile\np = pathlib.Path(tempfile.mkdtemp()) / 'k.cu'\n"
+                            "p.write_text('x')\n",
     "an attribute holding mkdtemp()": "import os, tempfile\nclass B:\n    def __init__(self):\n"
                                       "        self.d = tempfile.mkdtemp()\n    def put(self):\n"
                                       "        open(os.path.join(self.d, 'k.cu'), 'w')\n",
