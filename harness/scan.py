@@ -103,7 +103,7 @@ class _Places:
     names through their assignments, loops, `with ... as` and the arguments of calls to the module's own functions."""
 
     def __init__(self, tree, src):
-        self.src, self.binds, self.seen = src, {}, set()
+        self.src, self.binds, self.seen, self.memo, self.cuts = src, {}, set(), {}, 0
         funcs = {f.name: f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
         for n in ast.walk(tree):
             pairs = []
@@ -133,7 +133,14 @@ class _Places:
                         self.binds.setdefault(key, []).append(v)
 
     def text(self, node):
-        return ast.get_source_segment(self.src, node) or ast.unparse(node)
+        """node's source (ast.get_source_segment, with the source's line offsets computed once)."""
+        if not hasattr(self, "starts"):                 # lines end as the parser ends them; columns are bytes
+            self.raw = self.src.encode()
+            self.starts = [0] + [m.end() for m in re.finditer(rb"\r\n|\r|\n", self.raw)]
+        if getattr(node, "end_lineno", None) is None:
+            return ast.unparse(node)
+        a, b = self.starts[node.lineno - 1] + node.col_offset, self.starts[node.end_lineno - 1] + node.end_col_offset
+        return self.raw[a:b].decode(errors="replace")
 
     def of(self, node):
         """{place} of an expression (ast node) giving a path."""
@@ -149,11 +156,16 @@ class _Places:
             return {f"outside: `{_OUTSIDE.search(text).group(0)}`"}
         key = node.id if isinstance(node, ast.Name) else "." + node.attr if isinstance(node, ast.Attribute) else None
         if key in self.binds or isinstance(node, ast.Name):
-            if key in self.seen or key not in self.binds:
-                return set() if key in self.seen else {"unknown"}
+            if key in self.memo or key not in self.binds:
+                return self.memo.get(key, {"unknown"})
+            if key in self.seen:                         # a cycle: its other bindings are being followed above
+                self.cuts += 1
+                return set()
             self.seen.add(key)
-            out = set().union(*(self.of(v) for v in self.binds[key]))
+            cuts, out = self.cuts, set().union(*(self.of(v) for v in self.binds[key]))
             self.seen.discard(key)
+            if cuts == self.cuts:                        # whole (no cycle cut short): kept, so each name is
+                self.memo[key] = out                     # followed once, however often it is used
             return out
         if not isinstance(node, ast.Name) and _TEMP.search(text):
             return {"temp"}
@@ -229,8 +241,10 @@ def _file_write(tree, src):
         if path is None:
             continue
         places = places or _Places(tree, src)
-        where = places.of(path)
-        parts = places.names(path)
+        try:
+            where, parts = places.of(path), places.names(path)
+        except RecursionError:                           # a path built too deeply to follow: not placed
+            where, parts, places.seen = {"unknown"}, [], set()
         kind = next((c for c in parts if _PY_FILE.search(c)), None)
         where |= {"outside: a parent folder"} if any(".." in c.split("/") for c in parts) else set()
         why = f"Python a later import would run ({kind!r})" if kind else \
@@ -289,6 +303,8 @@ def static_check(candidate_src, task_src=""):
         code, c = _live_code(candidate_src)
     except (SyntaxError, ValueError, tokenize.TokenError) as e:   # ValueError: null bytes in the source
         return "compile_error", None, f"SyntaxError: {e}"
+    except RecursionError:                                 # nesting deeper than the parser's stack
+        return "compile_error", None, "SyntaxError: the source nests too deeply to parse"
     if not _defines(tree, "ModelNew") and "ModelNew" not in c:
         return "static", None, "the candidate defines no ModelNew (KernelBench task format)"
     if _inherits_without_own_forward(tree):

@@ -96,6 +96,23 @@ def test_harmless_writes_and_ctypes_pass(name):
     assert static_check(OK + HARMLESS[name]) is None, (name, static_check(OK + HARMLESS[name]))
 
 
+def test_paths_through_many_names_cycles_and_deep_nesting():
+    """Each name is followed once (a chain of 200 joins of a name with itself is placed at once, not in 2^200
+    steps), a cycle of names still reaches its outside binding, and a path or source nested deeper than Python's
+    stack is named (not placed) or a compile error, never an exception out of the scan."""
+    import time
+    chain = "".join(f"a{i + 1} = os.path.join(a{i}, a{i})\n" for i in range(200)) + "open(a200, 'w')\n"
+    t0 = time.perf_counter()
+    assert static_check(OK + "import os, tempfile\na0 = tempfile.mkdtemp()\n" + chain) is None
+    assert static_check(OK + "import os, site\na0 = site.getsitepackages()[0]\n" + chain)[1] == "harness_tampering"
+    assert time.perf_counter() - t0 < 10
+    cycle = "import site\na = site.getsitepackages()[0]\nb = a\na = b\nopen(b + '/x', 'w')\n"
+    assert "outside its own folders" in static_check(OK + cycle)[2]
+    deep = "".join(f"a{i} = a{i + 1}\n" for i in range(3000)) + "open(a0, 'w')\n"
+    assert "at a path the scan cannot place" in static_check(OK + deep)[2]
+    assert static_check(OK + "p = " + "+".join(["'a'"] * 3000) + "\n")[0] == "compile_error"
+
+
 CPP = r"""
 #include <torch/extension.h>
 torch::Tensor swish(torch::Tensor x) {
