@@ -151,6 +151,8 @@ class _Places:
             if v.startswith("/") and v not in ("/dev/null", "/dev/stdout", "/dev/stderr"):
                 return {f"outside: the absolute path {v[:60]!r}"}
             return {"outside: a parent folder"} if ".." in v.split("/") else {"own"}
+        if isinstance(node, ast.Name) and node.id == "__file__":
+            return {"own"}                               # the candidate's own file, in the runner's folder
         text = self.text(node)
         if _OUTSIDE.search(text):
             return {f"outside: `{_OUTSIDE.search(text).group(0)}`"}
@@ -210,8 +212,9 @@ _DEST_CALLS = {"copy", "copy2", "copyfile", "copytree", "move", "rename", "repla
 
 
 def _writes(call):
-    """(path node, call) when `call` writes a file (open with a writing mode, write_text/bytes, Path.open('w'),
-    os.open with a writing flag, shutil/os copies and moves, torch.save), else None."""
+    """The path (ast node) `call` writes a file at (open with a writing mode, write_text/bytes, Path.open('w'),
+    os.open with a writing flag, shutil/os copies and moves, torch.save; os.chdir, after which relative writes land
+    there), else None."""
     func = call.func
     name = getattr(func, "id", getattr(func, "attr", None))
     owner = getattr(getattr(func, "value", None), "id", None)
@@ -228,6 +231,8 @@ def _writes(call):
         writing = mode is not None and not (isinstance(mode, ast.Constant) and isinstance(mode.value, str)
                                             and not re.search(r"[wxa+]", mode.value))
         return (args[0] if args else kw.get("file")) if writing else None
+    if name == "chdir" and owner == "os" and call.args:
+        return call.args[0]
     if name in _DEST_CALLS and owner in ("shutil", "os", "torch") and len(call.args) > 1:
         return call.args[1]
     return None

@@ -41,6 +41,8 @@ NAMED_WRITES = {
                                         "open(os.path.join(tempfile.mkdtemp(), 'torch.py'), 'w')\n",
     "a path it cannot place": "def put(path):\n    open(path, 'w').write('x')\n",
     "os.open with a writing flag": "import os\nos.open('/etc/x', os.O_WRONLY | os.O_CREAT)\n",
+    "a relative write after chdir outside": "import os, site\nos.chdir(site.getsitepackages()[0])\n"
+                                            "open('x.txt', 'w')\n",
 }
 NAMED_CTYPES = ["import ctypes\nctypes.pythonapi.Py_IncRef", "import ctypes as c\nv = c.c_void_p.from_address(id(c))",
                 "import ctypes\nctypes.memmove(1, 2, 3)", "import ctypes\nlibc = ctypes.CDLL('libc.so.6')",
@@ -60,6 +62,8 @@ HARMLESS = {
     "ctypes for the driver API": "import ctypes\ncuda = ctypes.CDLL('libcuda.so.1')\np = ctypes.c_void_p()\n"
                                  "cuda.cuCtxGetCurrent(ctypes.byref(p))\n",
     "reading a file": "x = open('/etc/hostname').read()\n",
+    "beside its own file": "import os\nopen(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'k.cu'), 'w')\n",
+    "chdir into mkdtemp()": "import os, tempfile\nos.chdir(tempfile.mkdtemp())\nopen('k.cu', 'w')\n",
 }
 
 
