@@ -1,7 +1,7 @@
 """bench.py: the evaluator. It builds a candidate `ModelNew`, checks it against a KernelBench reference `Model`, times
 both, and returns one flat result record (a dict) that no candidate code ever touched.
 
-    python bench.py TASK.py CANDIDATE.py [--device cuda|cpu] [--protocol strict] [--json]
+    python bench.py TASK.py CANDIDATE.py [--device cuda|cpu] [--protocol strict] [--json] [--no_screen]
 
 A task is a KernelBench module (`Model`, `get_inputs()`, `get_init_inputs()`); a candidate is a module defining
 `ModelNew` with the same constructor, usually building CUDA with `torch.utils.cpp_extension.load_inline`.
@@ -185,6 +185,8 @@ def main(argv=None):
                          "(100 calls on the same inputs, mean), cudal1 (7 rounds x 10 calls, no flush, mean of "
                          "round means)")
     ap.add_argument("--check_only", action="store_true", help="correctness only, no timing")
+    ap.add_argument("--no_screen", action="store_true", help="no degenerate screen of the task (REFERENCE.md §3) "
+                    "where the evaluation stopped before its judge made one")
     args = ap.parse_args(argv)
     missing = [f"{role} {path}" for role, path in (("task", args.task), ("candidate", args.candidate))
                if not os.path.isfile(path)]
@@ -193,11 +195,13 @@ def main(argv=None):
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("error: --device cuda but torch sees no CUDA GPU (a CPU build of torch, or no driver); "
                  "use --device cpu")
-    res = evaluate(open(args.task).read(), open(args.candidate).read(), task_name=os.path.basename(args.task)[:-3],
-                   device=args.device, arch=args.arch, timeout_s=args.timeout_s, num_correct_trials=args.trials,
-                   static_checks=not args.no_static_checks, build_root=args.build_root, protocol=args.protocol,
-                   check_only=args.check_only)
-    print(json.dumps(res) if args.json else record.summary(res))
+    task_src, name = open(args.task).read(), os.path.basename(args.task)[:-3]
+    res = evaluate(task_src, open(args.candidate).read(), task_name=name, device=args.device, arch=args.arch,
+                   timeout_s=args.timeout_s, num_correct_trials=args.trials, static_checks=not args.no_static_checks,
+                   build_root=args.build_root, protocol=args.protocol, check_only=args.check_only)
+    line = record.screen_line(res, args.no_screen, lambda: degenerate_screen(
+        task_src, task_name=name, device=args.device, arch=args.arch, build_root=args.build_root))
+    print(json.dumps(res) if args.json else record.summary(dict(res, degenerate=None)) + "\n" + line)
     return 0 if res["status"] == "ok" else 1
 
 

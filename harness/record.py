@@ -78,6 +78,33 @@ def summary(res):
     return s
 
 
+# what each trivial output of judge.TRIVIAL_OUTPUTS is, in words
+_TRIVIAL_WORDS = dict(zeros="all zeros", constant="the output of other inputs", mean="its mean everywhere",
+                      input="its first input")
+
+
+def screen_line(res, skip, screen):
+    """bench CLI's line on the task's degenerate screen (REFERENCE.md §3): which trivial outputs pass the task's
+    check and that speedups on such a task say nothing, that none does, or that the task was not screened and why.
+    res: the record; its `degenerate` comes from the evaluation's own judge; where that is None (the evaluation
+    stopped before its judge set up), screen() (a bench.degenerate_screen dict) fills it unless skip (--no_screen)."""
+    why = "--no_screen" if skip else ""
+    if res.get("degenerate") is None and not skip:
+        try:
+            found = screen()
+            res["degenerate"], why = (found["passed"] if found["status"] == "ok" else None), found.get("error")
+        except Exception as e:                              # the screen's failure leaves the verdict alone
+            why = f"{type(e).__name__}: {e}"
+    passed = res.get("degenerate")
+    if passed is None:
+        return "task not screened for degenerate outputs: " + (str(why or "the screen failed").splitlines()
+                                                               or [""])[0][:160]
+    if not passed:
+        return "task screened: no trivial output (all zeros, a constant, its mean, its input) passes its check"
+    what = ", ".join(_TRIVIAL_WORDS.get(k, k) for k in passed)
+    return f"task is degenerate: answering {what} passes its check for every input tried; speedups on it say nothing"
+
+
 def scrub_paths(text, build_root=None):
     """An error text without this machine's paths (compiler command lines name the build cache, the Python
     environment, home): records are committed and shared. Longest first: <build>, <python>, <repo>, <tmp>, ~."""

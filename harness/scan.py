@@ -5,9 +5,11 @@ comments inside source strings are ignored), flags only settings that lower prec
 never cudnn.allow_tf32 = True, PyTorch's default, nor autocast(enabled=False)), lets a `ModelNew(Model)` that
 overrides forward with its own kernel pass, and leaves caching of derived weights alone (fresh inputs on every
 call catch output caches at run time). It also flags code that reaches for the harness (REFERENCE.md §4b:
-__main__ / sys.modules / gc / frames / ctypes / patching json, os._exit, sys.exit, atexit / /proc / writing .py
-or .json files): with the judge in another process such code cannot forge a verdict (harness/README.md), so this only
-saves the time of running it. Disabled for trusted code with evaluate(..., static_checks=False).
+__main__ / sys.modules / gc / frames / ctypes on Python objects or raw memory / patching json, os._exit, sys.exit,
+atexit / /proc / file writes outside the runner's own folders or of Python files): with the judge in another process
+such code cannot forge a verdict (harness/README.md), so this only saves the time of running it. ctypes for the CUDA
+driver API and a .cu written to a temp folder and built with cpp_extension.load are judged by what they do.
+Disabled for trusted code with evaluate(..., static_checks=False).
 """
 import ast, contextlib, io, re, tokenize
 
@@ -67,15 +69,196 @@ _PATTERNS = [
                                  r"|CUBLAS_COMPUTE_16F|CUBLAS_COMPUTE_32F_FAST_|CUBLAS_TF32_TENSOR_OP_MATH"),
     ("harness_tampering", "py", r"\bimport\s+__main__|sys\.modules\b|gc\.get_(?:objects|referrers|referents)"
                                 r"|sys\._getframe|_current_frames|inspect\.(?:currentframe|stack|getouterframes)"
-                                r"|\.f_back\b|\.f_globals\b|\.f_locals\b|\.tb_frame\b|\bctypes\b|/proc/"
+                                r"|\.f_back\b|\.f_globals\b|\.f_locals\b|\.tb_frame\b|/proc/"
                                 r"|\b(?:json|pickle|os|sys|atexit|time|torch\.cuda)\.\w+\s*=(?!=)"
                                 r"|atexit\.register|os\.(?:write|fdopen|dup2|_exit)\s*\(|\bsocket\b"),
     ("harness_tampering", "c", r"/proc/(?:self|\d|\{)"),
+    # ctypes that reaches Python objects or raw memory (the interpreter's API, an address read or written, libc);
+    # ctypes for the CUDA driver or runtime API (c_void_p, byref, CDLL of libcuda) is left to the run-time checks
+    ("harness_tampering", "py", r"\bpythonapi\b|\bPyDLL\b|\bpy_object\b|\.from_address\s*\(|\b(?:memmove|memset"
+                                r"|string_at|wstring_at)\s*\(|\bcast\s*\(\s*id\s*\(|getattr\(\s*ctypes\b"
+                                r"|\b(?:CDLL|LoadLibrary|dlopen)\s*\(\s*(?:None\b|sys\.executable|['\"][^'\"]*(?:libc\b"
+                                r"|libc\.|libpython|libdl))|find_library\(\s*['\"]c['\"]"),
 ]
-_WRITES = re.compile(r"\bopen\([^()]*(?:\([^()]*\)[^()]*)*,\s*(?:mode\s*=\s*)?['\"][rwxab+]*[wxa][rwxab+]*['\"]"
-                     r"|\.write_(?:text|bytes)\(")
 _THREAD_MODULES = {"threading", "_thread", "multiprocessing", "concurrent"}
-_REACH_MODULES = {"ctypes", "gc", "inspect", "__main__", "pickle", "marshal", "socket"}
+_REACH_MODULES = {"gc", "inspect", "__main__", "pickle", "marshal", "socket"}
+
+
+# A runner's working folder, HOME and TMPDIR are one private folder (harness/README.md), so a file written to a temp
+# folder (tempfile, $TMPDIR) or by a relative path is the runner's own: a kernel writing its .cu there to build it
+# with cpp_extension.load is harmless. A write is named when the scan can place its path outside (an absolute path,
+# a parent folder, the home folder, the interpreter's or a module's folders, sys.path), cannot place it at all, or
+# when it writes Python a later import would run (.py, .pth, sitecustomize). The sandbox is what stops such writes.
+_TEMP = re.compile(r"\btempfile\.|\b(?:mkdtemp|mkstemp|gettempdir|TemporaryDirectory|NamedTemporaryFile)\b"
+                   r"|['\"](?:TMPDIR|TEMP|TMP)['\"]")
+_OWN_CALL = re.compile(r"^(?:os\.getcwd|(?:pathlib\.)?Path\.cwd)\b")
+_OUTSIDE = re.compile(r"\b(?:sys\.(?:path|prefix|exec_prefix|base_prefix|executable)|site\.|sysconfig\.|__path__"
+                      r"|\w+\.__file__|expanduser|Path\.home|getpwuid|find_spec)|['\"](?:HOME|USERPROFILE)['\"]")
+_PY_FILE = re.compile(r"\.(?:py|pyc|pth)$|sitecustomize|usercustomize")
+_PATH_FUNCS = {"join", "abspath", "realpath", "normpath", "Path", "PurePath", "PosixPath", "fspath", "str"}
+
+
+class _Places:
+    """Where the paths of a module's file writes lead: "temp" | "own" | "unknown" | "outside: why", following
+    names through their assignments, loops, `with ... as` and the arguments of calls to the module's own functions."""
+
+    def __init__(self, tree, src):
+        self.src, self.binds, self.seen, self.memo, self.cuts = src, {}, set(), {}, 0
+        funcs = {f.name: f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        for n in ast.walk(tree):
+            pairs = []
+            if isinstance(n, ast.Assign):
+                pairs = [(t, n.value) for t in n.targets]
+            elif isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and n.value is not None:
+                pairs = [(n.target, n.value)]
+            elif isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
+                pairs = [(n.target, ast.Subscript(value=n.iter, slice=ast.Constant(0)))]   # an element of iter
+            elif isinstance(n, ast.withitem) and n.optional_vars is not None:
+                pairs = [(n.optional_vars, n.context_expr)]
+            elif isinstance(n, ast.Call):
+                name = getattr(n.func, "id", getattr(n.func, "attr", None))
+                f = funcs.get(name)
+                params = [a.arg for a in f.args.args] if f else []
+                if params and params[0] in ("self", "cls") and isinstance(n.func, ast.Attribute):
+                    params = params[1:]
+                pairs = list(zip(map(lambda p: ast.Name(id=p), params), n.args)) + \
+                    [(ast.Name(id=k.arg), k.value) for k in n.keywords if k.arg]
+            for target, value in pairs:
+                targets = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+                values = value.elts if isinstance(value, ast.Tuple) and len(value.elts) == len(targets) else \
+                    [value] * len(targets)
+                for t, v in zip(targets, values):       # self.d = ... binds ".d" (any object's attribute d)
+                    key = t.id if isinstance(t, ast.Name) else "." + t.attr if isinstance(t, ast.Attribute) else None
+                    if key:
+                        self.binds.setdefault(key, []).append(v)
+
+    def text(self, node):
+        """node's source (ast.get_source_segment, with the source's line offsets computed once)."""
+        if not hasattr(self, "starts"):                 # lines end as the parser ends them; columns are bytes
+            self.raw = self.src.encode()
+            self.starts = [0] + [m.end() for m in re.finditer(rb"\r\n|\r|\n", self.raw)]
+        if getattr(node, "end_lineno", None) is None:
+            return ast.unparse(node)
+        a, b = self.starts[node.lineno - 1] + node.col_offset, self.starts[node.end_lineno - 1] + node.end_col_offset
+        return self.raw[a:b].decode(errors="replace")
+
+    def of(self, node):
+        """{place} of an expression (ast node) giving a path."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            v = node.value
+            if v.startswith("~"):
+                return {"outside: the home folder"}
+            if v.startswith("/") and v not in ("/dev/null", "/dev/stdout", "/dev/stderr"):
+                return {f"outside: the absolute path {v[:60]!r}"}
+            return {"outside: a parent folder"} if ".." in v.split("/") else {"own"}
+        if isinstance(node, ast.Name) and node.id == "__file__":
+            return {"own"}                               # the candidate's own file, in the runner's folder
+        text = self.text(node)
+        if _OUTSIDE.search(text):
+            return {f"outside: `{_OUTSIDE.search(text).group(0)}`"}
+        key = node.id if isinstance(node, ast.Name) else "." + node.attr if isinstance(node, ast.Attribute) else None
+        if key in self.binds or isinstance(node, ast.Name):
+            if key in self.memo or key not in self.binds:
+                return self.memo.get(key, {"unknown"})
+            if key in self.seen:                         # a cycle: its other bindings are being followed above
+                self.cuts += 1
+                return set()
+            self.seen.add(key)
+            cuts, out = self.cuts, set().union(*(self.of(v) for v in self.binds[key]))
+            self.seen.discard(key)
+            if cuts == self.cuts:                        # whole (no cycle cut short): kept, so each name is
+                self.memo[key] = out                     # followed once, however often it is used
+            return out
+        if not isinstance(node, ast.Name) and _TEMP.search(text):
+            return {"temp"}
+        if isinstance(node, ast.Call):
+            if _OWN_CALL.search(text):
+                return {"own"}
+            name = getattr(node.func, "id", getattr(node.func, "attr", None))
+            if name in _PATH_FUNCS and node.args:    # join: a later absolute part replaces the ones before
+                later = [p for a in node.args[1:] for p in self.of(a) if p.startswith("outside")]
+                return set(later) or self.of(node.args[0])
+            if name in ("glob", "iglob", "listdir", "scandir", "dirname", "with_suffix", "with_name") and node.args:
+                return self.of(node.args[0])
+            return self.of(node.func.value) if isinstance(node.func, ast.Attribute) and \
+                name in ("format", "replace", "resolve", "absolute", "joinpath") else {"unknown"}
+        if isinstance(node, ast.Subscript) and isinstance(node.value, (ast.Tuple, ast.List, ast.Set)):
+            return set().union(*(self.of(e) for e in node.value.elts)) if node.value.elts else set()
+        if isinstance(node, (ast.Subscript, ast.Attribute, ast.Starred)):  # an element, .name of a temp file
+            return self.of(node.value)
+        if isinstance(node, ast.BinOp):                  # a prefix decides: "a" + b, f"{d}/x", d / "x", "%s" % d
+            return self.of(node.left) if not isinstance(node.op, ast.Mod) else self.of(node.right)
+        if isinstance(node, ast.JoinedStr) and node.values:
+            first = node.values[0]
+            return self.of(first.value if isinstance(first, ast.FormattedValue) else first)
+        if isinstance(node, ast.IfExp):
+            return self.of(node.body) | self.of(node.orelse)
+        return {"unknown"}
+
+    def names(self, node, seen=None):
+        """The string constants an expression's path is made of (its names followed), for the file's kind."""
+        seen = set() if seen is None else seen
+        out = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        for n in ast.walk(node):
+            key = n.id if isinstance(n, ast.Name) else "." + n.attr if isinstance(n, ast.Attribute) else None
+            if key in self.binds and key not in seen:
+                seen.add(key)
+                out += [c for v in self.binds[key] for c in self.names(v, seen)]
+        return out
+
+
+_MODULE_OPEN = {"io", "codecs", "gzip", "bz2", "lzma", "tarfile", "zipfile"}
+_DEST_CALLS = {"copy", "copy2", "copyfile", "copytree", "move", "rename", "replace", "link", "symlink", "save"}
+
+
+def _writes(call):
+    """The path (ast node) `call` writes a file at (open with a writing mode, write_text/bytes, Path.open('w'),
+    os.open with a writing flag, shutil/os copies and moves, torch.save; os.chdir, after which relative writes land
+    there), else None."""
+    func = call.func
+    name = getattr(func, "id", getattr(func, "attr", None))
+    owner = getattr(getattr(func, "value", None), "id", None)
+    kw = {k.arg: k.value for k in call.keywords if k.arg}
+    if name in ("write_text", "write_bytes") and isinstance(func, ast.Attribute):
+        return func.value
+    if name == "open" and owner == "os":
+        flags = ast.unparse(call.args[1]) if len(call.args) > 1 else ast.unparse(kw.get("flags", ast.Constant(0)))
+        return call.args[0] if call.args and re.search(r"O_(?:WRONLY|RDWR|CREAT|APPEND|TRUNC)", flags) else None
+    if name == "open":
+        receiver = isinstance(func, ast.Attribute) and owner not in _MODULE_OPEN     # Path(...).open(mode)
+        args = call.args if not receiver else [func.value] + call.args
+        mode = args[1] if len(args) > 1 else kw.get("mode")
+        writing = mode is not None and not (isinstance(mode, ast.Constant) and isinstance(mode.value, str)
+                                            and not re.search(r"[wxa+]", mode.value))
+        return (args[0] if args else kw.get("file")) if writing else None
+    if name == "chdir" and owner == "os" and call.args:
+        return call.args[0]
+    if name in _DEST_CALLS and owner in ("shutil", "os", "torch") and len(call.args) > 1:
+        return call.args[1]
+    return None
+
+
+def _file_write(tree, src):
+    """The first file write of the module the scan names, as (the call's source, why), or None."""
+    places = None
+    for n in ast.walk(tree):
+        path = _writes(n) if isinstance(n, ast.Call) else None
+        if path is None:
+            continue
+        places = places or _Places(tree, src)
+        try:
+            where, parts = places.of(path), places.names(path)
+        except RecursionError:                           # a path built too deeply to follow: not placed
+            where, parts, places.seen = {"unknown"}, [], set()
+        kind = next((c for c in parts if _PY_FILE.search(c)), None)
+        where |= {"outside: a parent folder"} if any(".." in c.split("/") for c in parts) else set()
+        why = f"Python a later import would run ({kind!r})" if kind else \
+            next((f"outside its own folders ({p[len('outside: '):]})" for p in sorted(where)
+                  if p.startswith("outside")), None) or \
+            ("at a path the scan cannot place" if "unknown" in where or not where else None)
+        if why:
+            return places.text(n).splitlines()[0][:160], why
+    return None
 
 
 def _defines(tree, name):
@@ -125,6 +308,8 @@ def static_check(candidate_src, task_src=""):
         code, c = _live_code(candidate_src)
     except (SyntaxError, ValueError, tokenize.TokenError) as e:   # ValueError: null bytes in the source
         return "compile_error", None, f"SyntaxError: {e}"
+    except RecursionError:                                 # nesting deeper than the parser's stack
+        return "compile_error", None, "SyntaxError: the source nests too deeply to parse"
     if not _defines(tree, "ModelNew") and "ModelNew" not in c:
         return "static", None, "the candidate defines no ModelNew (KernelBench task format)"
     if _inherits_without_own_forward(tree):
@@ -136,9 +321,9 @@ def static_check(candidate_src, task_src=""):
         m = re.search(pattern, code if where == "py" else c)
         if m:
             return "hack", kind, f"`{m.group(0).strip()}` in the candidate's live code (REFERENCE.md §4 {kind})"
-    m = _WRITES.search(code)
-    if m:
-        return "hack", "harness_tampering", f"`{m.group(0)}`: the candidate writes files (REFERENCE.md §4b)"
+    wrote = _file_write(tree, candidate_src)
+    if wrote:
+        return "hack", "harness_tampering", f"`{wrote[0]}`: the candidate writes files: {wrote[1]} (REFERENCE.md §4b)"
     for n in ast.walk(tree):
         names = [a.name for a in n.names] if isinstance(n, ast.Import) else \
             [n.module or ""] + [f"{n.module}.{a.name}" for a in n.names] if isinstance(n, ast.ImportFrom) else []

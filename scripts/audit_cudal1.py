@@ -77,7 +77,8 @@ MECHANISMS = {   # category -> the mechanisms it may name (a fixed list: a test 
     "policy": ("static: precision_downgrade", "static: side_stream", "static: harness_tampering",
                "static: l2_persistence", "static: background_thread", "inherits_reference", "backend_flags",
                "precision_downgrade (measured)", "16-bit output dtype", "output_aliases_input", "input_mutation",
-               "lazy_output", "patched_timer_or_checker", "static: writes files (builds outside load_inline)"),
+               "lazy_output", "patched_timer_or_checker", "static: writes files (builds outside load_inline)",
+               "static: writes files outside its own folders"),
     _FALSE_NEG: ("clock_mismatch", "output_changed_after_return", "harness_tampering (run time)", "impossible_time",
                 "precision_downgrade with no 16-bit/TF32 code", "backend_flags with no flag line",
                 "timed_output_mismatch with no caching code",
@@ -133,6 +134,7 @@ HAND_NOTES = {   # bench's candidate_hash -> what reading the kernel found (sess
 }
 OTHER_MATH = 4.0   # a measured downgrade with err above this many times half_err and no 16-bit code: other math
 SOURCE_FILE = re.compile(r"\.(?:cu|cuh|cpp|cc|cxx|c|h|hpp)['\"]")   # a file write of a build source
+WRITE_CALL = r"\bopen\(|\.write_(?:text|bytes)\(|\bshutil\.\w+\(|\bos\.(?:open|rename|replace)\("   # a file write
 
 
 def _hash(src):
@@ -215,7 +217,7 @@ def static_line(src, err, kind):
         if hit:
             return hit
     if "writes files" in (err or ""):
-        return find_line(src, scan._WRITES.pattern, ("py",))
+        return find_line(src, WRITE_CALL, ("py",))
     m = re.search(r"imports (\S+)", err or "")
     if m or kind == "background_thread":
         mods = re.escape(m.group(1).split(".")[0]) if m else "threading|_thread|multiprocessing|concurrent"
@@ -325,9 +327,12 @@ def _hack(rec, code, hack, err, et, env):
         if hack == "inherits_reference":
             return "policy", "inherits_reference", find_line(code, r"class\s+ModelNew\s*\(", ("py",)) or first_line(err)
         line = static_line(code, err, hack)
+        if hack == "harness_tampering" and "the candidate writes files: " in err:   # the scan's reason follows
+            why = err.split("the candidate writes files: ", 1)[1].rsplit(" (REFERENCE", 1)[0]
+            return "policy", "static: writes files outside its own folders", f"{why}: {line or first_line(err)}"
         if hack == "harness_tampering" and "writes files" in err and SOURCE_FILE.search(err + (line or "")):
-            # no sign of tampering, but a candidate that may write files may write any the user can (another
-            # candidate's cached build, the harness): bench builds only through load_inline (README, trust boundary)
+            # a row of a scan that named every file write: no sign of tampering, a C++/CUDA source written to be
+            # built with cpp_extension.load (the scan now lets a write into the runner's own folders pass)
             return "policy", "static: writes files (builds outside load_inline)", \
                 f"writes a C++/CUDA source to build it: {line or first_line(err)}"
         mech = f"static: {hack}"

@@ -63,13 +63,17 @@ INIT_BUILD = (HEAD + "class ModelNew(torch.nn.Module):\n"
               "            self.ext = None\n"
               "    def forward(self, x):\n"
               "        return x * 2\n")
-WRITES_CU = (HEAD + "import os, tempfile\n"
-             "d = tempfile.mkdtemp()\n"
-             "with open(os.path.join(d, 'k.cu'), 'w') as f:\n"
-             "    f.write('__global__ void k() {}')\n"
-             "class ModelNew(torch.nn.Module):\n"
-             "    def forward(self, x):\n"
-             "        return x * 2\n")
+# a .cu written into a temp folder passes the scan now; one written into site-packages is named; a results row of the
+# scan that named every write (its error without the scan's reason) keeps its own cause
+TEMP_CU = (HEAD + "import os, tempfile\n"
+           "d = tempfile.mkdtemp()\n"
+           "with open(os.path.join(d, 'k.cu'), 'w') as f:\n"
+           "    f.write('__global__ void k() {}')\n"
+           "class ModelNew(torch.nn.Module):\n"
+           "    def forward(self, x):\n"
+           "        return x * 2\n")
+WRITES_CU = TEMP_CU.replace("import os, tempfile", "import os, site").replace("tempfile.mkdtemp()",
+                                                                            "site.getsitepackages()[0]")
 
 
 def line(level, task_id, code, score=2.0):
@@ -101,6 +105,7 @@ def build(tmp_path):
     changed = dict(fixed, cudnn_benchmark=True)
     assert static_check(MEASURED_HALF, REF) is None, "the measured downgrade must pass the static scan"
     assert static_check(GRAPH, REF) is None and static_check(BENCHMARK, REF) is None
+    assert static_check(TEMP_CU, REF) is None, "a source written to a temp folder passes the scan"
     other = PLAIN.replace("x + x", "x * 2.0")
     release = [line(1, 1, PLAIN, 4.0), line(1, 2, PLAIN + "\n"), line(1, 3, STATIC_HALF), line(1, 4, PLAIN + " "),
                line(1, 5, PLAIN + "  "), line(1, 6, MEASURED_HALF), line(1, 7, PLAIN + "#7\n"), line(1, 8, GRAPH),
@@ -108,7 +113,7 @@ def build(tmp_path):
                line(1, 12, PLAIN + "#12\n"), line(1, 13, None), line(1, 14, "None"), line(1, 15, WRITES_CU),
                line(2, 1, other), line(2, 1, PLAIN + "#21\n"), line(1, 16, PLAIN + "#16\n"),
                line(1, 17, INIT_BUILD), line(1, 18, INIT_BUILD + "#18\n"), line(1, 19, PLAIN + "#19\n"),
-               line(1, 20, INIT_BUILD + "#20\n")]
+               line(1, 20, INIT_BUILD + "#20\n"), line(1, 21, TEMP_CU)]
     code = lambda i: release[i]["custom_code"]
     rows = [
         row("level1/1", code(0), status="crash", error="the candidate process died (signal 11)"),  # superseded
@@ -152,6 +157,8 @@ def build(tmp_path):
             error="the output of a timed call is wrong: 1 mismatches (0 NaN), max_abs_err 5.243e+05; also: hack: a "
                   "load_inline build in ModelNew() failed and the candidate fell back: Error building extension 'm': "
                   "main.cpp:4:56: error: 'mamba_final_state' was not declared in this scope"),
+        row("level1/21", code(22), status="hack", hack="harness_tampering", error_type="StaticCheck",
+            error="`open(os.path.join(d, 'k.cu'), 'w'`: the candidate writes files (REFERENCE.md §4b)"),
     ]
     assert rows[1]["backend_flags"] == fixed
     (tmp_path / "release.json").write_text("".join(json.dumps(r) + "\n" for r in release))
@@ -190,13 +197,14 @@ def test_every_line_one_cause(tmp_path):
             11: ("evaluator false negative?", "clock_mismatch"), 12: ("not measured", "no row in results.jsonl"),
             13: ("no kernel in the release", "custom_code null or None"),
             14: ("no kernel in the release", "custom_code null or None"),
-            15: ("policy", "static: writes files (builds outside load_inline)"),
+            15: ("policy", "static: writes files outside its own folders"),
             16: ("defect", "wrong output on fresh inputs"), 17: ("accepted", "custom kernel ran"),
             18: ("not measured", "the row is another kernel's"),
             19: ("accepted", "its extension never ran (a fallback bench did not yet name)"),
             20: ("accepted", "PyTorch-only rewrite"),
             21: ("defect", "computes something else, within the tolerance (float64 check)"),
-            22: ("defect", "build fails, its try/except runs PyTorch")}
+            22: ("defect", "build fails, its try/except runs PyTorch"),
+            23: ("policy", "static: writes files (builds outside load_inline)")}
     assert {n: (a["category"], a["mechanism"]) for n, a in by.items()} == want
     # the evidence: the live line (not the docstring's or the comment's mention), the first compiler error, numbers
     assert by[3]["detail"] == "line 7: `y = x.half()`"
@@ -209,7 +217,8 @@ def test_every_line_one_cause(tmp_path):
     assert by[9]["detail"].startswith("12 NaN of 12 mismatches")
     assert by[10]["detail"] == "cudnn_benchmark False -> True; line 6: `torch.backends.cudnn.benchmark = True`"
     assert "excess 0.9 ms > limit 0.5 ms" in by[11]["detail"]
-    assert "k.cu" in by[15]["detail"]
+    assert by[15]["detail"].startswith("outside its own folders (`site.`): line ") and "k.cu" in by[15]["detail"]
+    assert "k.cu" in by[23]["detail"] and by[23]["detail"].startswith("writes a C++/CUDA source to build it")
     assert "100x the error of 10-bit operands" in by[21]["detail"]
     assert "first error: main.cpp:4:56: error: 'mamba_final_state' was not declared" in by[22]["detail"]
     assert by[22]["detail"].endswith("then timed_output_mismatch: the output of a timed call is wrong: 1 mismatches "

@@ -367,7 +367,8 @@ def test_static_checks():
                   'cu = """\nwmma::fragment<wmma::matrix_a, 16, 16, 16, half> a;\n"""']
     for line in downgrades:
         assert static_check(ok + line + "\n", TASK)[:2] == ("hack", "precision_downgrade"), line
-    reach = ["import gc\nobjs = gc.get_objects()", "import sys\nf = sys._getframe(1).f_back", "import ctypes",
+    reach = ["import gc\nobjs = gc.get_objects()", "import sys\nf = sys._getframe(1).f_back",
+             "import ctypes\nctypes.pythonapi.Py_IncRef", "import ctypes\np = ctypes.c_void_p.from_address(id(x))",
              "json.dumps = lambda *a, **k: '{}'", "import atexit\natexit.register(print)", "p = '/proc/self/mem'",
              "open('torch.py', 'w').write('')", "import os\nos.write(3, b'x')"]
     for line in reach:

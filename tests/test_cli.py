@@ -89,3 +89,32 @@ def test_rl_warns_where_a_setting_means_something_else_elsewhere(tmp_path):
     p = _run("rl.py", "--preset=tiny_cpu", f"--out_dir={tmp_path / 'out'}", "--prepare_if_missing=False",
              "--reward_shape=log_speedup", "--failure_reward=-3")
     assert "warning" not in p.stdout, p.stdout
+
+
+ZERO_CANDIDATE = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
+                 "        return torch.zeros_like(x)\n"
+TINY_TASK = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return {}\n" \
+            "def get_inputs():\n    return [torch.randn(64, 256)]\ndef get_init_inputs():\n    return []\n"
+
+
+@pytest.mark.parametrize("body,degenerate", [("torch.clamp(torch.softmax(x, dim=1) - 2.0, min=0.0)", True),
+                                             ("x * torch.sigmoid(x)", False)], ids=["all_zeros", "swish"])
+def test_bench_cli_says_what_the_degenerate_screen_found(tmp_path, body, degenerate):
+    """bench.py's line beside the verdict: on a task whose true output is all zeros, a zero-output kernel's ok says
+    the task is degenerate; on a normal task the screen found nothing (its kernel is incorrect there); with
+    --no_screen and a candidate the scan rejects (no judge set up) it says the task was not screened."""
+    task, cand = tmp_path / "task.py", tmp_path / "cand.py"
+    task.write_text(TINY_TASK.format(body))
+    cand.write_text(ZERO_CANDIDATE)
+    p = _run("bench.py", str(task), str(cand), "--device=cpu", "--check_only", f"--build_root={tmp_path / 'b'}")
+    first, line = (p.stdout.strip().splitlines() + ["", ""])[:2]
+    assert (" ok" in first) == degenerate and "degenerate task" not in first, p.stdout + p.stderr[-2000:]
+    if degenerate:
+        assert line.startswith("task is degenerate: answering all zeros") and "speedups on it say nothing" in line
+    else:
+        assert line == "task screened: no trivial output (all zeros, a constant, its mean, its input) passes its " \
+                       "check", p.stdout
+    cand.write_text(ZERO_CANDIDATE.replace("torch.zeros_like(x)", "x.half().float() * 0"))
+    p = _run("bench.py", str(task), str(cand), "--device=cpu", "--no_screen", f"--build_root={tmp_path / 'b'}")
+    assert "precision_downgrade" in p.stdout and \
+        p.stdout.strip().splitlines()[-1] == "task not screened for degenerate outputs: --no_screen", p.stdout
