@@ -3,7 +3,7 @@ Stage 3 of CUDA-L1: contrastive reinforcement learning with GRPO (REFERENCE.md ย
 
     python rl.py --gpu=a100          # a real run: Qwen2.5-Coder-1.5B-Instruct on the KernelBench train split
     python rl.py --preset=demo       # prepare -> sft -> rl -> evaluate with a tiny model, on a GPU or the CPU
-    torchrun --nproc_per_node=2 rl.py --preset=tiny   # data parallel: num_prompts split over the GPUs
+    torchrun --nproc_per_node=8 rl.py --gpu=a100   # 8 GPUs: num_prompts rounded up to a multiple of 8, split over them
 
 One step of the loop at the end of this file (its comments carry the same numbers):
  1. prompts: num_prompts tasks, each shown num_exemplars kernels of its exemplar database (bucket sampling);
@@ -56,7 +56,7 @@ device = "cuda"  # where the policy trains and the kernels run: cuda | cpu
 arch = "8.0"  # TORCH_CUDA_ARCH_LIST for nvcc
 gpu_name = "NVIDIA A100"  # the GPU the prompt names ("CPU": the prompt of the CPU task)
 # GRPO (TRL names, REFERENCE.md ยง5)
-num_prompts = 4  # prompts (tasks) per step
+num_prompts = 4  # prompts (tasks) per step, over all ranks; torchrun rounds it up to a multiple of the ranks
 num_generations = 8  # G, answers per prompt
 max_completion_length = 4096  # longest answer, in tokens
 temperature = 1.0  # sampling temperature (the log-probs of the loss use it too)
@@ -243,9 +243,7 @@ if __name__ == "__main__":
     argv = sys.argv[1:]
     rank, world, local_rank, device = ddp.ddp_setup(device)
     master = rank == 0  # only rank 0 writes files
-    if num_prompts % world:
-        sys.exit(f"error: num_prompts={num_prompts} must be a multiple of the {world} ranks")
-    prompts_per_rank = num_prompts // world
+    num_prompts, prompts_per_rank = ddp.split_prompts(num_prompts, world, say=master)
     if master and num_exemplars != prompting.NUM_EXEMPLARS:
         print(f"warning: --num_exemplars={num_exemplars}, but prepare.py's SFT prompts and evaluate.py's contrastive "
               f"prompt show {prompting.NUM_EXEMPLARS}: RL trains on a prompt shape the policy was neither fine-tuned "

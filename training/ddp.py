@@ -38,6 +38,17 @@ def ddp_setup(device="cuda", timeout_min=180):
     return rank, world, local, device
 
 
+def split_prompts(num_prompts, world, say=False):
+    """(total, per_rank): num_prompts rounded up to a multiple of the world size, and each rank's share. Every rank
+    samples and trains on as many prompts as the others, so a preset's num_prompts works on any number of GPUs (4 on
+    8 ranks: 8 prompts, one per rank). say: print one line when the total changed (rank 0)."""
+    per_rank = -(-num_prompts // world)  # ceil
+    if say and per_rank * world != num_prompts:
+        print(f"num_prompts={num_prompts} rounded up to {per_rank * world}: {per_rank} per rank on {world} ranks",
+              flush=True)
+    return per_rank * world, per_rank
+
+
 def ddp_cleanup():
     """Leave the process group (a no-op outside torchrun); call once at the end of a script."""
     import torch.distributed as dist
