@@ -39,7 +39,7 @@ import common
 import prompting
 from training import checkpoint, ddp, rl_log, stages
 from training.exemplars import add_kernels, kernel_key, load_database, sample_exemplars
-from training.generation import generate, load_vllm, vllm_generate, vllm_push_weights
+from training.generation import generate, load_vllm, vllm_generate, vllm_push_weights, vllm_sleep
 from training.models import completion_logp, enable_checkpointing, load_model, resolve_model
 from training.rollouts import (behaviour_logp, evaluate_kernels, prebuild_kernels, rank_gpu,
                                record_behaviour_logp)
@@ -88,9 +88,10 @@ logp_chunk_size = 512  # tokens per chunk of the log-prob head (B x chunk x voca
 gradient_checkpointing = False  # recompute activations in backward: less memory, more time (scripts/rl_scale.py)
 async_rollouts = False  # generate step k+1's rollouts while step k's kernels compile (training/rollouts.py)
 gen_batch_size = 32  # completions per transformers generate() call
-use_vllm = False  # sample with a colocated vLLM engine; False = transformers generate
+use_vllm = False  # sample with a colocated vLLM engine (TRL colocate mode); not yet run on this project's GPU machine
 vllm_gpu_memory_utilization = 0.3  # the GPU memory share vLLM may take; training needs the rest
 vllm_max_model_len = 0  # prompt + completion tokens vLLM reserves KV cache for; 0 = the model's maximum
+vllm_max_num_batched_tokens = 4096  # tokens per vLLM engine step (prefill chunks and decodes), as TRL's colocate mode
 dtype = "bfloat16"  # autocast dtype on CUDA; weights and optimizer stay in float32
 max_steps = 200  # GRPO steps
 save_interval = 10  # checkpoint every this many steps (and at the end and on Ctrl-C)
@@ -303,7 +304,8 @@ if __name__ == "__main__":
         try:
             llm = load_vllm(ckpt_dir if resuming else init_src, vllm_gpu_memory_utilization, seed=seed + rank,
                             dtype=dtype if device.startswith("cuda") else "float32",
-                            max_model_len=vllm_max_model_len or None)
+                            max_model_len=vllm_max_model_len or None,
+                            max_num_batched_tokens=vllm_max_num_batched_tokens, sleep_mode=True)
         except RuntimeError as e:
             sys.exit(f"error: {e}")
     amp = torch.autocast("cuda", dtype=getattr(torch, dtype), enabled=device.startswith("cuda") and dtype != "float32")
@@ -325,6 +327,7 @@ if __name__ == "__main__":
                                                         [(e["code"], e["speedup"]) for e in shown], gpu_name))
         if llm is not None:  # 2. sample
             out = vllm_generate(llm, tok, prompts, num_generations, max_completion_length, temperature, top_p)
+            vllm_sleep(llm)  # its GPU memory free for kernel timing and training; vllm_push_weights wakes it
         else:
             out = list(generate(model, tok, prompts, num_generations, max_completion_length, temperature, top_p,
                                 batch_size=gen_batch_size))
