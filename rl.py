@@ -29,7 +29,6 @@ import contextlib
 import math
 import os
 import random
-import signal
 import sys
 import time
 
@@ -188,7 +187,9 @@ def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nul
     torchrun the loss is divided by the totals of all ranks and the gradients summed (ddp.ddp_all_reduce_grads): the
     update one process makes on the whole batch (bnpo's per-micro-batch means depend on where batches are cut).
     old_logp is a row's recorded behaviour log-prob (async_rollouts), else the model's own before the first pass.
-    Returns (stats, n_rows): this rank's share of {loss, kl, clip_frac, entropy}; completions trained on, all ranks."""
+    Returns (stats, n_rows): this rank's share of {loss, kl, clip_frac, entropy} and grad_norm, the gradient norm
+    before the clip of the last pass (all ranks' gradients: the same on each; absent when no rank had rows to train
+    on); completions trained on, all ranks."""
     chunks = [list(range(i, min(i + micro_batch_size, len(rows)))) for i in range(0, len(rows), micro_batch_size)]
     n_rows, n_tokens, n_chunks, n_seq = map(sum, zip(*ddp.ddp_gather(
         (len(rows), sum(len(s["completion_ids"]) for s in rows), len(chunks), len(rows) + num_masked))))
@@ -222,7 +223,7 @@ def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nul
             stats["clip_frac"] += sts["clip_frac"] * weight
             stats["entropy"] += ((entropy * mask).sum() / mask.sum().clamp(min=1)).item() * weight
         ddp.ddp_all_reduce_grads(model)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip))  # before the clip
         opt.step()
         opt.zero_grad(set_to_none=True)
     return stats, n_rows
@@ -341,18 +342,10 @@ if __name__ == "__main__":
     gpu_scope = lambda: rank_gpu(local_rank, world, device)  # bench's children see this rank's GPU only
     bench_device = device.split(":")[0]
     build_thread = concurrent.futures.ThreadPoolExecutor(1)  # async_rollouts: compiles next to generation
-    # Ctrl-C (SIGINT) or SIGTERM (what torchrun sends its ranks on Ctrl-C): finish the step, save, exit with 130;
-    # the checkpoint is then at a step boundary and --resume continues exactly. A second Ctrl-C stops at once.
-    stop = []
-
-    def on_signal(sig, frame):
-        if sig == signal.SIGINT and signal.SIGINT in stop:
-            raise KeyboardInterrupt
-        if not stop and master:
-            print(f"rl.py interrupted during RL step {step} (stage 3 of 4 when chained): finishing the step, then "
-                  "saving a checkpoint (Ctrl-C again: quit without)", flush=True)
-        stop.append(sig)
-    handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # Ctrl-C or SIGTERM (torchrun's on Ctrl-C): finish the step, save, exit with 130; a second Ctrl-C stops at once
+    stop, restore_signals = stages.finish_step_on_interrupt(lambda: (
+        f"rl.py interrupted during RL step {step} (stage 3 of 4 when chained): finishing the step, then saving a "
+        "checkpoint (Ctrl-C again: quit without)"), master)
     try:
         while step < max_steps:
             t0 = time.time()
@@ -418,7 +411,9 @@ if __name__ == "__main__":
             recs = rl_log.sample_records(step, rank, samples, rewards_norm, advantages, cache, mine)
             t_gen = (t1 - t0) + (t_next if async_rollouts else 0.0)  # generating in this step (async: the next batch)
             gathered = ddp.ddp_gather(dict(recs=recs, stats=stats, t=(t_gen, t_eval, t3 - t2), new=len(mine),
-                                           psum=ddp.param_checksum(model) if world > 1 else None))
+                                           psum=ddp.param_checksum(model) if world > 1 else None,
+                                           gen_tokens=rl_log.generated_tokens(samples, pending, staleness),
+                                           peak_gib=rl_log.peak_memory_gib(device)))
             step += 1
             if master:
                 history.append(rl_log.log_step(rl_dir, step - 1, gathered, best_seed, staleness, t0))
@@ -437,8 +432,7 @@ if __name__ == "__main__":
     except KeyboardInterrupt:
         print(f"rank {rank}: stopped at once, no checkpoint written; --resume=True continues from the last one")
         sys.exit(130)
-    for sig, handler in handlers.items():  # RL is over: an interrupt from here on is no step's
-        signal.signal(sig, handler)
+    restore_signals()  # RL is over: an interrupt from here on is no step's
     if master and history:
         print(rl_log.final_line(history))
     del llm

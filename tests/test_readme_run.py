@@ -14,8 +14,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = {  # appended to the README's lines of each script: the CPU tasks, a tiny model, one step, short answers
-    "prepare.py": [f"--kernelbench_dir={ROOT}/data/tiny_cpu/tasks", "--levels=0", f"--variants_dir={ROOT}/data/tiny_cpu",
-                   "--teachers=", "--eval_fraction=0.5", "--screen_degenerate=False"],
+    "prepare.py": [f"--kernelbench_dir={os.path.join(ROOT, 'data', 'tiny_cpu', 'tasks')}", "--levels=0",
+                   f"--variants_dir={os.path.join(ROOT, 'data', 'tiny_cpu')}", "--teachers=", "--eval_fraction=0.5",
+                   "--screen_degenerate=False"],
     "sft.py": ["--init_from=tiny", "--max_iters=1", "--batch_size=1", "--vocab_size=512", "--n_layer=1", "--n_embd=32",
                "--n_head=2", "--max_len=512", "--dtype=float32", "--self_train_samples=1", "--self_train_iters=1",
                "--max_new_tokens=16", "--gen_batch_size=4"],
@@ -80,6 +81,7 @@ def test_readme_real_run_on_cpu_with_8_ranks(tmp_path):
     log = [json.loads(line) for line in open(run / "rl" / "log.jsonl")]
     assert [h["step"] for h in log] == [0] and log[0]["world_size"] == 8, log
     assert len(set(log[0]["param_checksums"])) == 1, log[0]["param_checksums"]
+    assert log[0]["gen_tokens_per_s"] > 0 and log[0]["peak_memory_gib"] is None and log[0]["grad_norm"] >= 0, log[0]
     samples = [json.loads(line) for line in open(run / "rl" / "samples.jsonl")]
     assert sorted({s["rank"] for s in samples}) == list(range(8)) and len(samples) == 8 * 2
     # evaluate.py: the two models side by side, on the eval split

@@ -3,6 +3,7 @@ installed on neither machine this project was developed on, so the GPU test skip
 the CPU tests put a stand-in `vllm` module with vLLM's documented API shape in its place: the conversion of vLLM's
 outputs (order, EOS, truncation, the sampled tokens' log-probs), the engine's settings, and rl.py's order of calls
 around it: generate -> sleep -> time kernels -> train -> wake -> push -> generate."""
+import contextlib
 import json
 import os
 import subprocess
@@ -231,3 +232,22 @@ def test_rl_colocate_call_order(tmp_path, async_rollouts):
         expect = (["generate", "sleep"] + step) * 2
     assert order == expect, order
     assert [e["level"] for e in log if e["event"] == "sleep"] == [1] * order.count("sleep")
+
+
+def test_cached_gpu_memory_released_before_kernels_are_timed(monkeypatch):
+    # the policy's cached blocks go back to the GPU before bench's processes time kernels there; with no kernels to
+    # time nothing is called, and without CUDA initialised (the CPU) neither
+    import bench
+    from training import rollouts
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
+    monkeypatch.setattr(bench, "evaluate_many", lambda jobs, **kw: calls.append("time") or [dict(status="ok")] * len(
+        jobs))
+    scope = contextlib.nullcontext
+    assert rollouts.evaluate_kernels({}, scope) == {} and calls == []
+    assert rollouts.evaluate_kernels({"k": ("t", "src", "code")}, scope, device="cuda") == {"k": {"status": "ok"}}
+    assert calls == ["empty_cache", "time"]
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    rollouts.evaluate_kernels({"k": ("t", "src", "code")}, scope, device="cpu")
+    assert calls == ["empty_cache", "time", "time"]
