@@ -4,11 +4,12 @@ gradients by hand, and pinning a rank's child processes to its own GPU.
 
 sft.py wraps its model in DistributedDataParallel. rl.py sums gradients by hand (ddp_all_reduce_grads), since a rank
 may have no rows to train on: every rank holds the whole model, generates and evaluates num_prompts / world_size
-prompts on its own GPU (num_prompts rounded up to a multiple of world_size: split_prompts), and the loss is divided by the totals of the whole batch, so the update is the one a single
-GPU would make on the full batch. Tasks per step come from an RNG shared by all ranks; exemplars and sampling from
-per-rank RNGs. Rewards are normalised over the full batch; the result cache and the exemplar database are merged
-across ranks every step (ddp_gather), and a kernel drawn on two ranks is evaluated once. Only rank 0 writes logs and
-checkpoints; the chained stages run on rank 0 alone while the others wait.
+prompts on its own GPU (num_prompts rounded up to a multiple of world_size: split_prompts), and the loss is divided
+by the totals of the whole batch, so the update is the one a single GPU would make on the full batch. Tasks per step
+come from an RNG shared by all ranks; exemplars and sampling from per-rank RNGs. Rewards are normalised over the
+full batch; the result cache and the exemplar database are merged across ranks every step (ddp_gather), and a kernel
+drawn on two ranks is evaluated once. Only rank 0 writes logs and checkpoints; the chained stages run on rank 0
+alone while the others wait.
 """
 import contextlib
 import os
