@@ -23,7 +23,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 GPU_PRESETS = {
     # arch: TORCH_CUDA_ARCH_LIST value for nvcc; gpu_name: what the prompt tells the model it is optimising for.
     # The batch sizes are for the default 1.5B policy (float32 weights and AdamW, bf16 autocast) on one card of
-    # that GPU; scale them with --key=value for other models.
+    # that GPU; scale them with --key=value for other models. num_prompts is per step over all ranks: under torchrun
+    # rl.py rounds it up to a multiple of the ranks (a100's 4 on 8 GPUs: 8, one per GPU), so any GPU count works.
     "a100": dict(device="cuda", arch="8.0", gpu_name="NVIDIA A100", num_prompts=4, num_generations=8,
                  micro_batch_size=1),
     "h100": dict(device="cuda", arch="9.0", gpu_name="NVIDIA H100", num_prompts=4, num_generations=8,

@@ -3,7 +3,7 @@ Stage 3 of CUDA-L1: contrastive reinforcement learning with GRPO (REFERENCE.md ย
 
     python rl.py --gpu=a100          # a real run: Qwen2.5-Coder-1.5B-Instruct on the KernelBench train split
     python rl.py --preset=demo       # prepare -> sft -> rl -> evaluate with a tiny model, on a GPU or the CPU
-    torchrun --nproc_per_node=2 rl.py --preset=tiny   # data parallel: num_prompts split over the GPUs
+    torchrun --nproc_per_node=8 rl.py --gpu=a100   # 8 GPUs: num_prompts rounded up to a multiple of 8, split over them
 
 One step of the loop at the end of this file (its comments carry the same numbers):
  1. prompts: num_prompts tasks, each shown num_exemplars kernels of its exemplar database (bucket sampling);
@@ -29,7 +29,6 @@ import contextlib
 import math
 import os
 import random
-import signal
 import sys
 import time
 
@@ -39,7 +38,7 @@ import common
 import prompting
 from training import checkpoint, ddp, rl_log, stages
 from training.exemplars import add_kernels, kernel_key, load_database, sample_exemplars
-from training.generation import generate, load_vllm, vllm_generate, vllm_push_weights
+from training.generation import generate, load_vllm, vllm_generate, vllm_push_weights, vllm_sleep
 from training.models import completion_logp, enable_checkpointing, load_model, resolve_model
 from training.rollouts import (behaviour_logp, evaluate_kernels, prebuild_kernels, rank_gpu,
                                record_behaviour_logp)
@@ -56,7 +55,7 @@ device = "cuda"  # where the policy trains and the kernels run: cuda | cpu
 arch = "8.0"  # TORCH_CUDA_ARCH_LIST for nvcc
 gpu_name = "NVIDIA A100"  # the GPU the prompt names ("CPU": the prompt of the CPU task)
 # GRPO (TRL names, REFERENCE.md ยง5)
-num_prompts = 4  # prompts (tasks) per step
+num_prompts = 4  # prompts (tasks) per step, over all ranks; torchrun rounds it up to a multiple of the ranks
 num_generations = 8  # G, answers per prompt
 max_completion_length = 4096  # longest answer, in tokens
 temperature = 1.0  # sampling temperature (the log-probs of the loss use it too)
@@ -88,9 +87,10 @@ logp_chunk_size = 512  # tokens per chunk of the log-prob head (B x chunk x voca
 gradient_checkpointing = False  # recompute activations in backward: less memory, more time (scripts/rl_scale.py)
 async_rollouts = False  # generate step k+1's rollouts while step k's kernels compile (training/rollouts.py)
 gen_batch_size = 32  # completions per transformers generate() call
-use_vllm = False  # sample with a colocated vLLM engine; False = transformers generate
+use_vllm = False  # sample with a colocated vLLM engine (TRL colocate mode); not yet run on this project's GPU machine
 vllm_gpu_memory_utilization = 0.3  # the GPU memory share vLLM may take; training needs the rest
 vllm_max_model_len = 0  # prompt + completion tokens vLLM reserves KV cache for; 0 = the model's maximum
+vllm_max_num_batched_tokens = 4096  # tokens per vLLM engine step (prefill chunks and decodes), as TRL's colocate mode
 dtype = "bfloat16"  # autocast dtype on CUDA; weights and optimizer stay in float32
 max_steps = 200  # GRPO steps
 save_interval = 10  # checkpoint every this many steps (and at the end and on Ctrl-C)
@@ -187,7 +187,9 @@ def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nul
     torchrun the loss is divided by the totals of all ranks and the gradients summed (ddp.ddp_all_reduce_grads): the
     update one process makes on the whole batch (bnpo's per-micro-batch means depend on where batches are cut).
     old_logp is a row's recorded behaviour log-prob (async_rollouts), else the model's own before the first pass.
-    Returns (stats, n_rows): this rank's share of {loss, kl, clip_frac, entropy}; completions trained on, all ranks."""
+    Returns (stats, n_rows): this rank's share of {loss, kl, clip_frac, entropy} and grad_norm, the gradient norm
+    before the clip of the last pass (all ranks' gradients: the same on each; absent when no rank had rows to train
+    on); completions trained on, all ranks."""
     chunks = [list(range(i, min(i + micro_batch_size, len(rows)))) for i in range(0, len(rows), micro_batch_size)]
     n_rows, n_tokens, n_chunks, n_seq = map(sum, zip(*ddp.ddp_gather(
         (len(rows), sum(len(s["completion_ids"]) for s in rows), len(chunks), len(rows) + num_masked))))
@@ -221,7 +223,7 @@ def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nul
             stats["clip_frac"] += sts["clip_frac"] * weight
             stats["entropy"] += ((entropy * mask).sum() / mask.sum().clamp(min=1)).item() * weight
         ddp.ddp_all_reduce_grads(model)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip))  # before the clip
         opt.step()
         opt.zero_grad(set_to_none=True)
     return stats, n_rows
@@ -243,9 +245,7 @@ if __name__ == "__main__":
     argv = sys.argv[1:]
     rank, world, local_rank, device = ddp.ddp_setup(device)
     master = rank == 0  # only rank 0 writes files
-    if num_prompts % world:
-        sys.exit(f"error: num_prompts={num_prompts} must be a multiple of the {world} ranks")
-    prompts_per_rank = num_prompts // world
+    num_prompts, prompts_per_rank = ddp.split_prompts(num_prompts, world, say=master)
     if master and num_exemplars != prompting.NUM_EXEMPLARS:
         print(f"warning: --num_exemplars={num_exemplars}, but prepare.py's SFT prompts and evaluate.py's contrastive "
               f"prompt show {prompting.NUM_EXEMPLARS}: RL trains on a prompt shape the policy was neither fine-tuned "
@@ -305,7 +305,8 @@ if __name__ == "__main__":
         try:
             llm = load_vllm(ckpt_dir if resuming else init_src, vllm_gpu_memory_utilization, seed=seed + rank,
                             dtype=dtype if device.startswith("cuda") else "float32",
-                            max_model_len=vllm_max_model_len or None)
+                            max_model_len=vllm_max_model_len or None,
+                            max_num_batched_tokens=vllm_max_num_batched_tokens, sleep_mode=True)
         except RuntimeError as e:
             sys.exit(f"error: {e}")
     amp = torch.autocast("cuda", dtype=getattr(torch, dtype), enabled=device.startswith("cuda") and dtype != "float32")
@@ -327,6 +328,7 @@ if __name__ == "__main__":
                                                         [(e["code"], e["speedup"]) for e in shown], gpu_name))
         if llm is not None:  # 2. sample
             out = vllm_generate(llm, tok, prompts, num_generations, max_completion_length, temperature, top_p)
+            vllm_sleep(llm)  # its GPU memory free for kernel timing and training; vllm_push_weights wakes it
         else:
             out = list(generate(model, tok, prompts, num_generations, max_completion_length, temperature, top_p,
                                 batch_size=gen_batch_size))
@@ -340,18 +342,10 @@ if __name__ == "__main__":
     gpu_scope = lambda: rank_gpu(local_rank, world, device)  # bench's children see this rank's GPU only
     bench_device = device.split(":")[0]
     build_thread = concurrent.futures.ThreadPoolExecutor(1)  # async_rollouts: compiles next to generation
-    # Ctrl-C (SIGINT) or SIGTERM (what torchrun sends its ranks on Ctrl-C): finish the step, save, exit with 130;
-    # the checkpoint is then at a step boundary and --resume continues exactly. A second Ctrl-C stops at once.
-    stop = []
-
-    def on_signal(sig, frame):
-        if sig == signal.SIGINT and signal.SIGINT in stop:
-            raise KeyboardInterrupt
-        if not stop and master:
-            print(f"rl.py interrupted during RL step {step} (stage 3 of 4 when chained): finishing the step, then "
-                  "saving a checkpoint (Ctrl-C again: quit without)", flush=True)
-        stop.append(sig)
-    handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # Ctrl-C or SIGTERM (torchrun's on Ctrl-C): finish the step, save, exit with 130; a second Ctrl-C stops at once
+    stop, restore_signals = stages.finish_step_on_interrupt(lambda: (
+        f"rl.py interrupted during RL step {step} (stage 3 of 4 when chained): finishing the step, then saving a "
+        "checkpoint (Ctrl-C again: quit without)"), master)
     try:
         while step < max_steps:
             t0 = time.time()
@@ -417,7 +411,9 @@ if __name__ == "__main__":
             recs = rl_log.sample_records(step, rank, samples, rewards_norm, advantages, cache, mine)
             t_gen = (t1 - t0) + (t_next if async_rollouts else 0.0)  # generating in this step (async: the next batch)
             gathered = ddp.ddp_gather(dict(recs=recs, stats=stats, t=(t_gen, t_eval, t3 - t2), new=len(mine),
-                                           psum=ddp.param_checksum(model) if world > 1 else None))
+                                           psum=ddp.param_checksum(model) if world > 1 else None,
+                                           gen_tokens=rl_log.generated_tokens(samples, pending, staleness),
+                                           peak_gib=rl_log.peak_memory_gib(device)))
             step += 1
             if master:
                 history.append(rl_log.log_step(rl_dir, step - 1, gathered, best_seed, staleness, t0))
@@ -436,8 +432,7 @@ if __name__ == "__main__":
     except KeyboardInterrupt:
         print(f"rank {rank}: stopped at once, no checkpoint written; --resume=True continues from the last one")
         sys.exit(130)
-    for sig, handler in handlers.items():  # RL is over: an interrupt from here on is no step's
-        signal.signal(sig, handler)
+    restore_signals()  # RL is over: an interrupt from here on is no step's
     if master and history:
         print(rl_log.final_line(history))
     del llm

@@ -543,37 +543,6 @@ def test_load_database_merges_db_and_seed_rows(tmp_path):
     assert cache[exemplars.kernel_key("t2", "C")]["status"] == "incorrect" and len(cache) == 3
 
 
-def test_vllm_generate_converts_outputs(monkeypatch):
-    # vLLM is not installed here: a stand-in module with vLLM's documented output shape (RequestOutput.outputs ->
-    # CompletionOutput with token_ids, finish_reason, stop_reason) checks order, EOS and truncation handling
-    import sys
-    import types
-    seen = {}
-
-    class SamplingParams:
-        def __init__(self, **kw):
-            seen.update(kw)
-    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=SamplingParams))
-    C = lambda ids, fin, stop=None: types.SimpleNamespace(token_ids=ids, finish_reason=fin, stop_reason=stop)
-
-    class LLM:
-        def generate(self, prompts, params, use_tqdm=False):
-            return [types.SimpleNamespace(prompt_token_ids=[1, 2], outputs=[C([5, 0], "stop"), C([6, 7], "length")]),
-                    types.SimpleNamespace(prompt_token_ids=[3], outputs=[C([8], "stop"), C([9], "stop", "###")])]
-
-    class Tok:
-        eos_token_id = 0
-        chat_template = None
-
-        def decode(self, ids, skip_special_tokens=True):
-            return " ".join(str(i) for i in ids if i != 0)
-    out = generation.vllm_generate(LLM(), Tok(), ["p", "q"], 2, 16, temperature=0.7)
-    assert seen == dict(n=2, temperature=0.7, top_p=1.0, max_tokens=16)
-    assert [(o["prompt_ids"], o["completion_ids"], o["truncated"]) for o in out] == [
-        ([1, 2], [5, 0], False), ([1, 2], [6, 7], True), ([3], [8, 0], False), ([3], [9], False)]
-    assert out[0]["text"] == "5"
-
-
 def test_vllm_available_finds_the_package_without_importing_it(tmp_path, monkeypatch):
     # a `vllm` package on the path whose import would fail: found (True), and not imported
     (tmp_path / "vllm").mkdir()

@@ -97,3 +97,41 @@ def test_two_rank_update_equals_one_process_update(tmp_path):
     assert not bad, bad
     # and the update did something: the weights differ between loss types
     assert max((a - b).abs().max().item() for a, b in zip(one["grpo", 2]["params"], one["dapo", 2]["params"])) > 1e-4
+
+
+def test_step_log_of_two_ranks(tmp_path, capsys):
+    """The step line over two ranks: generation tokens/s = all ranks' tokens / the slowest rank's generation
+    seconds, the larger rank's peak memory, the gradient norm once (the same on every rank after the all-reduce,
+    not summed like the loss); on the CPU (no peak) and without training (no norm) the line leaves them out."""
+    from training import rl_log
+
+    def rank(r, t_gen, tokens, peak, norm):
+        rec = dict(step=0, rank=r, task="t", status="ok", format_error=None, hack=None, speedup=2.0, reward=2.0,
+                   reward_norm=0.0, advantage=0.0, truncated=False, completion_len=tokens, completion="", code="")
+        stats = dict(loss=0.5, kl=0.0, clip_frac=0.0, entropy=1.0, **({} if norm is None else dict(grad_norm=norm)))
+        return dict(recs=[rec], stats=stats, t=(t_gen, 1.0, 1.0), new=0, psum=1.0, gen_tokens=tokens, peak_gib=peak)
+    h = rl_log.log_step(str(tmp_path), 0, [rank(0, 2.0, 100, 10.0, 3.0), rank(1, 4.0, 300, 12.5, 3.0)], {"t": 1.0}, 0,
+                        0.0)
+    assert h["gen_tokens_per_s"] == 100.0 and h["peak_memory_gib"] == 12.5 and h["grad_norm"] == 3.0, h
+    assert h["loss"] == 1.0  # (each rank's share, summed)
+    assert "| 100 tok/s gen mem 12.5 GiB gnorm 3" in capsys.readouterr().out
+    h = rl_log.log_step(str(tmp_path), 1, [rank(0, 2.0, 50, None, None)], {"t": 1.0}, 0, 0.0)
+    assert h["peak_memory_gib"] is None and h["grad_norm"] is None and h["gen_tokens_per_s"] == 25.0
+    line = capsys.readouterr().out
+    assert line.rstrip().endswith("| 25 tok/s gen") and "mem" not in line and "gnorm" not in line, line
+
+
+def test_generated_tokens_of_a_step():
+    from training import rl_log
+    batch = lambda *lens: [dict(completion_ids=[0] * n) for n in lens]
+    assert rl_log.generated_tokens(batch(3, 4), None, 0) == 7            # synchronous: the batch trained on
+    assert rl_log.generated_tokens(batch(3, 4), batch(5), 0) == 12       # async, first step: both batches
+    assert rl_log.generated_tokens(batch(3, 4), batch(5), 1) == 5        # async: only the next batch is new
+
+
+def test_prompts_rounded_up_to_the_ranks(capsys):
+    from training import ddp
+    assert [ddp.split_prompts(4, w) for w in (1, 2, 4, 8)] == [(4, 4), (4, 2), (4, 1), (8, 1)]
+    assert ddp.split_prompts(3, 2, say=True) == (4, 2)
+    assert capsys.readouterr().out == "num_prompts=3 rounded up to 4: 2 per rank on 2 ranks\n"
+    assert ddp.split_prompts(8, 4, say=True) == (8, 2) and capsys.readouterr().out == ""

@@ -45,7 +45,8 @@ def lines(path):
     return [json.loads(line) for line in open(path)]
 
 
-VOLATILE = ("t_gen", "t_eval", "t_train", "t_step", "wall", "new_kernels")  # wall-clock, and cache-dependent
+VOLATILE = ("t_gen", "t_eval", "t_train", "t_step", "wall", "new_kernels",  # wall-clock, and cache-dependent
+            "gen_tokens_per_s", "peak_memory_gib")
 
 
 def assert_same_checkpoint(ckpt_a, ckpt_b, start):

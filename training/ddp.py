@@ -4,11 +4,12 @@ gradients by hand, and pinning a rank's child processes to its own GPU.
 
 sft.py wraps its model in DistributedDataParallel. rl.py sums gradients by hand (ddp_all_reduce_grads), since a rank
 may have no rows to train on: every rank holds the whole model, generates and evaluates num_prompts / world_size
-prompts on its own GPU, and the loss is divided by the totals of the whole batch, so the update is the one a single
-GPU would make on the full batch. Tasks per step come from an RNG shared by all ranks; exemplars and sampling from
-per-rank RNGs. Rewards are normalised over the full batch; the result cache and the exemplar database are merged
-across ranks every step (ddp_gather), and a kernel drawn on two ranks is evaluated once. Only rank 0 writes logs and
-checkpoints; the chained stages run on rank 0 alone while the others wait.
+prompts on its own GPU (num_prompts rounded up to a multiple of world_size: split_prompts), and the loss is divided
+by the totals of the whole batch, so the update is the one a single GPU would make on the full batch. Tasks per step
+come from an RNG shared by all ranks; exemplars and sampling from per-rank RNGs. Rewards are normalised over the
+full batch; the result cache and the exemplar database are merged across ranks every step (ddp_gather), and a kernel
+drawn on two ranks is evaluated once. Only rank 0 writes logs and checkpoints; the chained stages run on rank 0
+alone while the others wait.
 """
 import contextlib
 import os
@@ -36,6 +37,17 @@ def ddp_setup(device="cuda", timeout_min=180):
         device = "cpu"
         dist.init_process_group("gloo", timeout=datetime.timedelta(minutes=timeout_min))
     return rank, world, local, device
+
+
+def split_prompts(num_prompts, world, say=False):
+    """(total, per_rank): num_prompts rounded up to a multiple of the world size, and each rank's share. Every rank
+    samples and trains on as many prompts as the others, so a preset's num_prompts works on any number of GPUs (4 on
+    8 ranks: 8 prompts, one per rank). say: print one line when the total changed (rank 0)."""
+    per_rank = -(-num_prompts // world)  # ceil
+    if say and per_rank * world != num_prompts:
+        print(f"num_prompts={num_prompts} rounded up to {per_rank * world}: {per_rank} per rank on {world} ranks",
+              flush=True)
+    return per_rank * world, per_rank
 
 
 def ddp_cleanup():

@@ -32,14 +32,19 @@ def write_step(rl_dir, recs, summary):
 
 def log_step(rl_dir, step, gathered, best_seed, staleness, t_start):
     """Rank 0: the step's summary from what every rank gathered (dicts of recs, stats, t = (gen, eval, train) s, new
-    kernels, psum = parameter checksum under torchrun), printed as one line and written with every sample record.
-    A step's time is its slowest rank's. Returns the summary."""
+    kernels, psum = parameter checksum under torchrun, gen_tokens, peak_gib), printed as one line and written with
+    every sample record. A step's time is its slowest rank's; gen_tokens_per_s: the tokens all ranks generated / the
+    slowest rank's generation seconds; peak_memory_gib: the largest rank's (None on the CPU); grad_norm: before the
+    clip (None when nothing was trained). Returns the summary."""
     recs = sum((g["recs"] for g in gathered), [])
-    stats = {k: sum(g["stats"][k] for g in gathered) for k in gathered[0]["stats"]}
+    stats = {k: sum(g["stats"][k] for g in gathered) for k in gathered[0]["stats"] if k != "grad_norm"}
     summary = step_summary(step, recs, best_seed, stats)
+    t_gen, peaks = max(g["t"][0] for g in gathered), [g["peak_gib"] for g in gathered if g["peak_gib"] is not None]
     summary.update(new_kernels=sum(g["new"] for g in gathered), world_size=len(gathered), rollout_staleness=staleness,
-                   t_gen=max(g["t"][0] for g in gathered), t_eval=max(g["t"][1] for g in gathered),
-                   t_train=max(g["t"][2] for g in gathered), t_step=time.time() - t_start, wall=time.time())
+                   t_gen=t_gen, t_eval=max(g["t"][1] for g in gathered),
+                   t_train=max(g["t"][2] for g in gathered), t_step=time.time() - t_start, wall=time.time(),
+                   gen_tokens_per_s=sum(g["gen_tokens"] for g in gathered) / max(t_gen, 1e-9),
+                   peak_memory_gib=max(peaks) if peaks else None, grad_norm=gathered[0]["stats"].get("grad_norm"))
     if len(gathered) > 1:
         summary["param_checksums"] = [g["psum"] for g in gathered]  # equal on every rank, or DDP is broken
         if len(set(summary["param_checksums"])) > 1:
@@ -47,6 +52,24 @@ def log_step(rl_dir, step, gathered, best_seed, staleness, t_start):
     print(format_line(summary), flush=True)
     write_step(rl_dir, recs, summary)
     return summary
+
+
+def generated_tokens(samples, pending, staleness):
+    """Completion tokens this rank generated in the step: the batch it trains on when generated now (staleness 0),
+    and with async_rollouts the next step's batch (pending), generated during this step."""
+    batches = ([samples] if staleness == 0 else []) + ([pending] if pending is not None else [])
+    return sum(len(s["completion_ids"]) for batch in batches for s in batch)
+
+
+def peak_memory_gib(device):
+    """This process's peak GPU memory in torch's allocator since the last call (torch.cuda.max_memory_allocated,
+    GiB), the peak then reset so that each step logs its own; None on the CPU."""
+    import torch
+    if not str(device).startswith("cuda"):
+        return None
+    peak = torch.cuda.max_memory_allocated(device) / 2 ** 30
+    torch.cuda.reset_peak_memory_stats(device)
+    return peak
 
 
 def final_line(history):
@@ -83,7 +106,9 @@ def format_line(h):
             f"wrong {h['incorrect']:.2f} crash {h['crash']:.2f} hack {h['hack']:.2f} format {h['format_error']:.2f} "
             f"| loss {h['loss']:.4f} kl {h['kl']:.4f} clip {h['clip_frac']:.3f} ent {h['entropy']:.3f} "
             f"len {h['completion_len']:.0f} | new {h['new_kernels']} | gen {h['t_gen']:.1f}s eval {h['t_eval']:.1f}s "
-            f"train {h['t_train']:.1f}s")
+            f"train {h['t_train']:.1f}s | {h['gen_tokens_per_s']:.0f} tok/s gen"
+            + (f" mem {h['peak_memory_gib']:.1f} GiB" if h.get("peak_memory_gib") is not None else "")
+            + (f" gnorm {h['grad_norm']:.3g}" if h.get("grad_norm") is not None else ""))
 
 
 def plot(history, path):

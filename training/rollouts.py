@@ -62,10 +62,13 @@ def rank_gpu(local_rank, world, device):
 def evaluate_kernels(jobs, gpu_scope, **bench_kw):
     """bench.evaluate_many on this rank's GPU: {key: result} for jobs {key: (task, task_src, code)}. gpu_scope: a
     callable returning the context of rank_gpu; bench_kw: device, arch, num_correct_trials, time_budget_s, timeout_s,
-    build_workers."""
+    build_workers. The memory torch's allocator holds cached in this process is released first: bench's processes
+    time the kernels on the same GPU, and large tasks need tens of GB there."""
     import bench
     if not jobs:
         return {}
+    if torch.cuda.is_initialized():  # the policy's cached blocks (KV cache, activations) back to bench's processes
+        torch.cuda.empty_cache()
     with gpu_scope():
         out = bench.evaluate_many(list(jobs.values()), **bench_kw)
     return dict(zip(jobs, out))

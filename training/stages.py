@@ -109,6 +109,28 @@ def run_script(script, args):
     return rc, (got[0] if got else None)
 
 
+def finish_step_on_interrupt(describe, master):
+    """For a training loop: Ctrl-C (SIGINT) or SIGTERM (what torchrun sends its ranks on Ctrl-C) lets the loop finish
+    its step, save and exit, so the checkpoint is at a step boundary and --resume continues exactly; a second Ctrl-C
+    raises KeyboardInterrupt at once. describe(): the line printed at the first signal when master (rank 0).
+    Returns (stop, restore): the signals received so far (the loop polls the list at the end of each step), and a
+    function that puts the previous handlers back."""
+    stop = []
+
+    def on_signal(sig, frame):
+        if sig == signal.SIGINT and signal.SIGINT in stop:
+            raise KeyboardInterrupt
+        if not stop and master:
+            print(describe(), flush=True)
+        stop.append(sig)
+    handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore():
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return stop, restore
+
+
 def print_wall_time():
     """One line with each stage's wall seconds, when this command ran more than RL."""
     if len(STAGE_S) > 1:
