@@ -114,6 +114,7 @@ RESUME = COMMON + textwrap.dedent("""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.99))
     update(model, opt, 2)
     saved, opt_state = sharding.full_state_dicts(model, opt)
+    step1 = {k: v.clone() for k, v in saved.items()}  # (save_pretrained empties the dict it writes)
     if rank == 0:
         checkpoint.save(ckpt, ckpt, model, Tok(), dict(opt=opt_state, step=1, db={}, cache={}), [], saved)
     dist.barrier()
@@ -126,7 +127,7 @@ RESUME = COMMON + textwrap.dedent("""
     resumed = weights(model)
     if rank == 0:
         torch.save(dict(run=run, resumed=resumed, loss=(loss_run, loss_resumed),
-                        saved={k: v.clone() for k, v in saved.items()}), os.path.join(ckpt, "result.pt"))
+                        saved=step1), os.path.join(ckpt, "result.pt"))
     ddp.ddp_cleanup()
 """)
 
@@ -147,9 +148,12 @@ def test_fsdp_resume_is_exact(tmp_path):
     assert out["run"].keys() == out["resumed"].keys()
     for name in out["run"]:
         assert torch.equal(out["run"][name], out["resumed"][name]), name
-    # the saved weights are the full tensors of step 1, not a rank's shard, and step 2 changed them
-    assert all(out["saved"][n].shape == out["run"][n].shape for n in out["run"])
-    assert any(not torch.equal(out["saved"][n], out["run"][n]) for n in out["run"])
+    # the folder holds the full tensors of step 1 (not a rank's shard), and step 2 changed them
+    from safetensors.torch import load_file
+    folder = load_file(str(ckpt / "model.safetensors"))
+    assert folder.keys() == out["saved"].keys() == out["run"].keys()
+    assert all(torch.equal(folder[n], out["saved"][n]) and folder[n].shape == out["run"][n].shape for n in folder)
+    assert all(not torch.equal(folder[n], out["run"][n]) for n in folder)
 
 
 @pytest.mark.gpu
