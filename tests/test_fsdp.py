@@ -157,9 +157,11 @@ def test_fsdp_resume_is_exact(tmp_path):
 
 
 @pytest.mark.gpu
-def test_fsdp_shards_qwen2_on_one_gpu():
+@pytest.mark.parametrize("master_dtype", ["float32", "bfloat16"])
+def test_fsdp_shards_qwen2_on_one_gpu(master_dtype):
     """One GPU, no torchrun: a small random Qwen2 (tied embeddings) sharded over one rank with bf16 compute and
-    float32 reductions takes an AdamW step; the loss is finite and the weights move."""
+    float32 reductions, its sharded weights kept in master_dtype, takes an AdamW step (lr 1e-3: a bf16 master
+    rounds away much smaller steps); the loss is finite and the weights move."""
     import torch
     import rl
     from training import sharding
@@ -167,7 +169,8 @@ def test_fsdp_shards_qwen2_on_one_gpu():
     torch.manual_seed(0)
     cfg = Qwen2Config(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
                       num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
-    model = sharding.shard_model(Qwen2ForCausalLM(cfg).to("cuda"))
+    model = sharding.shard_model(Qwen2ForCausalLM(cfg).to("cuda"), master_dtype=getattr(torch, master_dtype))
+    assert all(p.dtype == getattr(torch, master_dtype) for p in model.parameters())
     before = {n: p.full_tensor().clone() for n, p in model.named_parameters()}
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     rl.loss_type, rl.micro_batch_size, rl.num_iterations, rl.beta, rl.grad_clip = "grpo", 2, 1, 0.0, 1.0

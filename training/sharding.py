@@ -36,8 +36,9 @@ def shard_model(model, mixed_precision=True, master_dtype=torch.float32):
     """Shard a Hugging Face causal LM in place with FSDP2: fully_shard on each decoder layer (model._no_split_modules
     names their class), then on the root (embeddings, final norm, output head). Returns the model.
 
-    Gradients are summed over the ranks, not averaged (rl.py divides each rank's loss by the whole batch's totals,
-    as for training/ddp.ddp_all_reduce_grads). mixed_precision: on CUDA, layers compute in bfloat16 (gathered as bf16) and gradients are reduced in float32
+    Gradients are summed over the ranks, not averaged (rl.py divides each rank's loss by the whole batch's
+    totals, as for training/ddp.ddp_all_reduce_grads).
+    mixed_precision: on CUDA, layers are gathered and compute in bfloat16 and gradients are reduced in float32
     (MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)); on the CPU everything stays float32, so
     that the CPU tests compare with the unsharded path exactly.
     master_dtype: the dtype the sharded parameters themselves are kept in, and so their gradients and AdamW state.
