@@ -179,3 +179,4 @@ def test_fsdp_shards_qwen2_on_one_gpu(master_dtype):
     stats, n = rl.grpo_update(model, None, opt, rows, torch.tensor([1.0, -1.0, 0.5, -0.5]), 0, amp)
     assert n == 4 and torch.isfinite(torch.tensor(stats["loss"]))
     assert any(not torch.equal(before[n], p.full_tensor()) for n, p in model.named_parameters())
+    torch.distributed.destroy_process_group()  # the one-rank group shard_model made: later tests start without
