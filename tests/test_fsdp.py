@@ -23,7 +23,8 @@ COMMON = textwrap.dedent("""
     def tiny(seed=0):
         torch.manual_seed(seed)
         cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                          num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
+                          num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32,
+                          tie_word_embeddings=True)  # tied, as the small Qwen2.5 models: the head is the embedding
         return LlamaForCausalLM(cfg)
 
     def weights(model):  # {name: full float32 tensor}; a collective for a sharded model

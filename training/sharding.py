@@ -118,7 +118,12 @@ def full_state_dicts(model, opt):
     from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
                                                          get_optimizer_state_dict)
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    return get_model_state_dict(model, options=options), get_optimizer_state_dict(model, opt, options=options)
+    weights = get_model_state_dict(model, options=options)
+    unique = {name for name, _ in model.named_parameters()}
+    for name, _ in model.named_parameters(remove_duplicate=False):  # a tied weight (Qwen2.5's output head) comes
+        if name not in unique:  # back as its own copy: save it once, as save_pretrained does for the unsharded model
+            weights.pop(name, None)
+    return weights, get_optimizer_state_dict(model, opt, options=options)
 
 
 def load_optimizer_state(model, opt, state):
