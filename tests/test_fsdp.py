@@ -157,6 +157,37 @@ def test_fsdp_resume_is_exact(tmp_path):
     assert all(not torch.equal(folder[n], out["run"][n]) for n in folder)
 
 
+@pytest.mark.slow
+def test_rl_fsdp_torchrun_resume_is_exact(tiny_cpu_prepared, tmp_path):
+    """`torchrun --nproc_per_node=2 rl.py --fsdp=True` on the CPU tasks: 4 steps straight, or 2 steps and --resume
+    for 2 more (reusing the first run's bench results, as test_rl_runs does): the same log and, bit for bit, the
+    same final weights and AdamW state; the folder holds full weights, loadable without FSDP."""
+    import torch
+    from safetensors.torch import load_file
+    from test_rl_runs import VOLATILE, fresh, lines, run
+    args = ["-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone", "rl.py", "--preset=tiny_cpu",
+            "--prepare_if_missing=False", "--run_evaluate=False", "--num_prompts=2", "--num_generations=3",
+            "--micro_batch_size=1", "--gen_batch_size=6", "--save_interval=100", "--fsdp=True"]
+    a, b = fresh(tiny_cpu_prepared, tmp_path, "a"), fresh(tiny_cpu_prepared, tmp_path, "b")
+    run([*args, f"--out_dir={a}", "--max_steps=4"], tmp_path)
+    run([*args, f"--out_dir={b}", "--max_steps=2", f"--result_cache={a / 'rl' / 'cache.json'}"], tmp_path)
+    p = run([*args, f"--out_dir={b}", "--max_steps=4", "--resume=True"], tmp_path)
+    assert "at step 2" in p.stdout
+    la, lb = lines(a / "rl" / "log.jsonl"), lines(b / "rl" / "log.jsonl")
+    assert [h["step"] for h in la] == [h["step"] for h in lb] == [0, 1, 2, 3]
+    for ha, hb in zip(la, lb):
+        for k in ha:
+            if k not in VOLATILE:
+                assert hb[k] == pytest.approx(ha[k], rel=1e-5, abs=1e-7), (ha["step"], k, ha[k], hb[k])
+    wa, wb, w0 = (load_file(str(d / "model.safetensors")) for d in (a / "rl" / "ckpt", b / "rl" / "ckpt",
+                                                                     tiny_cpu_prepared / "sft"))
+    assert wa.keys() == wb.keys() == w0.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert any(not torch.equal(wa[k], w0[k]) for k in wa), "RL left the weights as they were: a trivial match"
+    oa, ob = (torch.load(d / "rl" / "ckpt" / "state.pt", weights_only=False)["opt"] for d in (a, b))
+    assert oa["state"] and oa["state"].keys() == ob["state"].keys()
+    assert all(torch.equal(v, ob["state"][name][k]) for name, s in oa["state"].items() for k, v in s.items())
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("master_dtype", ["float32", "bfloat16"])
 def test_fsdp_shards_qwen2_on_one_gpu(master_dtype):
