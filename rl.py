@@ -36,7 +36,7 @@ import torch
 
 import common
 import prompting
-from training import checkpoint, ddp, rl_log, stages
+from training import checkpoint, ddp, rl_log, sharding, stages
 from training.exemplars import add_kernels, kernel_key, load_database, sample_exemplars
 from training.generation import generate, load_vllm, vllm_generate, vllm_push_weights, vllm_sleep
 from training.models import completion_logp, enable_checkpointing, load_model, resolve_model
@@ -92,6 +92,7 @@ vllm_gpu_memory_utilization = 0.3  # the GPU memory share vLLM may take; trainin
 vllm_max_model_len = 0  # prompt + completion tokens vLLM reserves KV cache for; 0 = the model's maximum
 vllm_max_num_batched_tokens = 4096  # tokens per vLLM engine step (prefill chunks and decodes), as TRL's colocate mode
 dtype = "bfloat16"  # autocast dtype on CUDA; weights and optimizer stay in float32
+fsdp = False  # shard weights, gradients and AdamW state over the ranks (FSDP2, training/sharding.py), not replicate
 max_steps = 200  # GRPO steps
 save_interval = 10  # checkpoint every this many steps (and at the end and on Ctrl-C)
 seed = 1337  # task order, exemplar draws and sampling
@@ -196,8 +197,8 @@ def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nul
     old, ref = {}, {}
     dev = next(model.parameters()).device
     logp_of = lambda net, c: completion_logp(net, [rows[i] for i in c], pad_id, temperature, logp_chunk_size)
-    with torch.no_grad(), amp:
-        for c in chunks:
+    with torch.no_grad(), amp:  # (under FSDP every rank runs the policy equally often: sharding.even_passes)
+        for c in sharding.even_passes(model, chunks, num_iterations > 1 and behaviour_logp(rows) is None):
             recorded = behaviour_logp([rows[i] for i in c], dev)
             if recorded is not None:
                 old[c[0]] = recorded
@@ -207,7 +208,7 @@ def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nul
                 ref[c[0]] = logp_of(ref_model, c)[0]
     stats = dict(kl=0.0, clip_frac=0.0, entropy=0.0, loss=0.0)
     for _ in range(num_iterations if n_rows else 0):
-        for c in chunks:
+        for c in sharding.even_passes(model, chunks):
             with amp:
                 logp, entropy, mask = logp_of(model, c)
                 loss, sts = grpo_loss(logp, old.get(c[0], logp.detach()), row_adv[c].to(logp.device), mask,
@@ -222,8 +223,8 @@ def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nul
             stats["kl"] += sts["kl"] * weight
             stats["clip_frac"] += sts["clip_frac"] * weight
             stats["entropy"] += ((entropy * mask).sum() / mask.sum().clamp(min=1)).item() * weight
-        ddp.ddp_all_reduce_grads(model)
-        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip))  # before the clip
+        sharding.reduce_grads(model)
+        stats["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip).item()  # before the clip
         opt.step()
         opt.zero_grad(set_to_none=True)
     return stats, n_rows
@@ -291,10 +292,12 @@ if __name__ == "__main__":
     model.train()
     if gradient_checkpointing:
         enable_checkpointing(model)
+    if fsdp:
+        sharding.shard_model(model, mixed_precision=dtype != "float32")
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.99))
     step, history, pending = 0, [], None  # pending: the next step's batch, generated ahead (async_rollouts)
     if resuming:
-        opt.load_state_dict(saved["opt"])
+        sharding.load_optimizer_state(model, opt, saved["opt"])
         step, history, database, cache = saved["step"], saved["history"], saved["db"], {**cache, **saved["cache"]}
         rng.setstate(saved["rng"])
         pending = checkpoint.restore_rngs(saved, rank, world, rank_rng, device, seed)
@@ -331,7 +334,7 @@ if __name__ == "__main__":
             vllm_sleep(llm)  # its GPU memory free for kernel timing and training; vllm_push_weights wakes it
         else:
             out = list(generate(model, tok, prompts, num_generations, max_completion_length, temperature, top_p,
-                                batch_size=gen_batch_size))
+                                batch_size=gen_batch_size, synced_gpus=fsdp and world > 1))
         for i, sample in enumerate(out):
             sample["task"] = names[i // num_generations]
         if async_rollouts:
@@ -420,10 +423,11 @@ if __name__ == "__main__":
             halt = any(ddp.ddp_gather(bool(stop)))  # every rank stops at the same step
             if step % save_interval == 0 or step == max_steps or halt:
                 rank_rngs = ddp.ddp_gather(checkpoint.rng_state(rank_rng, device, pending))
+                weights, opt_state = sharding.full_state_dicts(model, opt)  # under FSDP gathered by every rank
                 if master:
                     checkpoint.save(ckpt_dir, rl_dir, model, tok, dict(
-                        opt=opt.state_dict(), step=step, history=history, db=database, cache=cache, rng=rng.getstate(),
-                        rank_rng=rank_rngs, init_src=init_src, config=common.config_keys(globals())), history)
+                        opt=opt_state, step=step, history=history, db=database, cache=cache, rng=rng.getstate(),
+                        rank_rng=rank_rngs, init_src=init_src, config=common.config_keys(globals())), history, weights)
             if halt:
                 if master:
                     print(f"saved a checkpoint after RL step {step - 1} ({step} of {max_steps} steps done) in "

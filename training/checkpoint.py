@@ -42,11 +42,12 @@ def rng_state(rank_rng, device, pending):
                 cuda=torch.cuda.get_rng_state() if device.startswith("cuda") else None, pending=pending)
 
 
-def save(ckpt_dir, rl_dir, model, tok, state, history):
+def save(ckpt_dir, rl_dir, model, tok, state, history, weights=None):
     """Rank 0 only: model and tokenizer, then state.pt through a temp file (state: opt, step, history, db, cache,
-    rng, rank_rng, init_src, config), and rl_dir's db.json, cache.json and curves.png."""
+    rng, rank_rng, init_src, config), and rl_dir's db.json, cache.json and curves.png. weights: the full
+    {name: tensor} of a sharded model (training/sharding.full_state_dicts), saved in its place; None: the model's."""
     os.makedirs(ckpt_dir, exist_ok=True)
-    model.save_pretrained(ckpt_dir)
+    model.save_pretrained(ckpt_dir, state_dict=weights)
     tok.save_pretrained(ckpt_dir)
     path = os.path.join(ckpt_dir, "state.pt")
     torch.save(state, path + ".tmp")

@@ -76,10 +76,12 @@ def ddp_barrier():
 
 
 def param_checksum(model):
-    """Sum of all weights in float64: equal on every rank after each step, or data parallelism is broken."""
+    """Sum of all weights in float64: equal on every rank after each step, or data parallelism is broken. For a
+    model sharded with FSDP (DTensor parameters) the sum over all shards: a collective, every rank calls it."""
     import torch
     with torch.no_grad():
-        return round(sum(p.double().sum().item() for p in model.parameters()), 6)
+        sums = [p.double().sum() for p in model.parameters()]
+        return round(sum((s.full_tensor() if hasattr(s, "full_tensor") else s).item() for s in sums), 6)
 
 
 def ddp_all_reduce_grads(model):
