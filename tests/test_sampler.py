@@ -143,6 +143,29 @@ def test_refresh_copies_weights_in_place():
         sampler.sampler_copy(model, "fast")
 
 
+def test_copy_of_a_sharded_policy_is_whole(tmp_path):
+    # FSDP2 (one gloo rank): the policy's parameters are DTensors; the sampling copy is a plain model with the same
+    # weights, and a refresh after an update gathers them again
+    from torch.distributed.fsdp import fully_shard
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        model = _tiny_qwen()
+        weights = {k: v.clone() for k, v in model.state_dict().items()}
+        for layer in model.model.layers:
+            fully_shard(layer)
+        fully_shard(model)
+        assert hasattr(next(model.parameters()), "full_tensor")
+        copy = sampler.sampler_copy(model, "continuous")
+        assert not any(hasattr(p, "full_tensor") for p in copy.parameters())
+        assert all(torch.equal(copy.state_dict()[k], v) for k, v in weights.items())
+        with torch.no_grad():
+            model.lm_head.weight.add_(1.0)  # (tied: the embedding too)
+        sampler.refresh_sampler(copy, model)
+        assert torch.equal(copy.model.embed_tokens.weight, weights["model.embed_tokens.weight"] + 1.0)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
 @pytest.mark.parametrize("engine", ["static", "continuous"])
 def test_engine_rows_and_sampler_logp(engine):
     # 2 prompts x 3 answers, lengths forced by stop_at; the rows have generate()'s keys, grouped by prompt, and their

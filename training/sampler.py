@@ -30,14 +30,23 @@ PROMPT_PAD = 256  # static engine: prompts left-padded to a multiple of this man
 
 def sampler_copy(model, engine, dtype="bfloat16"):
     """The sampling copy of `model` for `engine`: None for "generate" (it samples from the training weights), else a
-    deep copy in `dtype` on CUDA (float32 on the CPU), in eval mode, without gradients, with its KV cache on.
-    Memory: 2 bytes per parameter in bf16. Raises ValueError for an unknown engine."""
+    whole (unsharded) copy in `dtype` on CUDA (float32 on the CPU), in eval mode, without gradients, with its KV cache
+    on; under FSDP every rank holds one. Memory: 2 bytes per parameter in bf16. Raises ValueError for an unknown
+    engine."""
     if engine not in ENGINES:
         raise ValueError(f"unknown rollout_engine {engine!r}: {' | '.join(ENGINES)}")
     if engine == "generate":
         return None
-    cuda = next(model.parameters()).device.type == "cuda"
-    sampler = copy.deepcopy(model).to(getattr(torch, dtype) if cuda else torch.float32)
+    param = next(model.parameters())
+    cuda = param.device.type == "cuda"
+    target = getattr(torch, dtype) if cuda else torch.float32
+    if hasattr(param, "full_tensor"):  # sharded (FSDP2): a whole model of the same config, filled by a refresh
+        from transformers import AutoModelForCausalLM
+        with torch.device(torch.device("cuda", torch.cuda.current_device()) if cuda else "cpu"):
+            sampler = AutoModelForCausalLM.from_config(model.config, dtype=target)
+        refresh_sampler(sampler, model)
+    else:
+        sampler = copy.deepcopy(model).to(target)
     sampler.config.use_cache = True  # the training copy may have turned it off for activation checkpointing
     return sampler.eval().requires_grad_(False)
 
@@ -102,9 +111,9 @@ class _StopAt:
 
     def __call__(self, input_ids, scores):
         done = input_ids.shape[1] - self.prompt_len + 1 >= self.stop_at.to(scores.device)  # (B,)
-        forced = torch.full_like(scores, float("-inf"))
-        forced[:, self.eos_id] = 0.0
-        return torch.where(done[:, None], forced, scores)
+        scores = scores.masked_fill(done[:, None], float("-inf"))
+        scores[done, self.eos_id] = 0.0
+        return scores
 
 
 def _row(tok, prompt_ids, comp, logp, max_new_tokens):
