@@ -70,3 +70,21 @@ def test_rl_scale_fit_table(tmp_path):
 def test_rl_scale_fsdp_without_the_sharding_module_says_so(tmp_path):
     p = _run(tmp_path, "--fsdp=True")
     assert p.returncode != 0 and "training/sharding.py" in p.stderr, p.stderr[-2000:]
+
+
+@pytest.mark.gpu
+def test_rl_scale_gpu_small(tmp_path):
+    """The real-size path on a GPU, small: a 0.5B-shaped policy, 4 answers of up to 64 tokens; the new engines sample
+    from a bf16 copy and every row has its peak memory."""
+    out = tmp_path / "gpu.jsonl"
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "rl_scale.py"), "--models=0.5b",
+                        "--num_prompts=2", "--num_generations=2", "--max_completion_length=64", "--min_completion_length=16",
+                        "--old_tokens=16", f"--out={out}"], capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = [json.loads(line) for line in open(out)]
+    gens = {r["engine"]: r for r in rows if r["kind"] == "gen"}
+    assert gens["generate"]["dtype"] == "float32" and gens["static"]["dtype"] == gens["continuous"]["dtype"] == \
+        "bfloat16", gens
+    assert all(r["gen_peak_gib"] > 0 for r in gens.values())
+    train = [r for r in rows if r["kind"] == "train"]
+    assert train and all(r["status"] == "ok" and r["step_peak_gib"] > 0 for r in train), train
