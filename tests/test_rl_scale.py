@@ -79,7 +79,8 @@ def test_rl_scale_gpu_small(tmp_path):
     out = tmp_path / "gpu.jsonl"
     p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "rl_scale.py"), "--models=0.5b",
                         "--num_prompts=2", "--num_generations=2", "--max_completion_length=64",
-                        "--min_completion_length=16", "--old_tokens=16", f"--out={out}"], capture_output=True, text=True, timeout=900, cwd=tmp_path)
+                        "--min_completion_length=16", "--old_tokens=16", f"--out={out}"],
+                       capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     rows = [json.loads(line) for line in open(out)]
     gens = {r["engine"]: r for r in rows if r["kind"] == "gen"}
