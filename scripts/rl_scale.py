@@ -20,7 +20,7 @@ per (micro_batch_size, gradient_checkpointing), the last one timed; fsdp=True sh
 (training.sharding.shard_model: FSDP2 over the ranks, here one). Models: transformers' Qwen2Config with the Qwen2.5
 dimensions of scripts/sft_speed.py; a byte-level BPE tokenizer trained here on the kernel files (sft.train_tokenizer),
 so nothing is downloaded. Peaks: torch.cuda.max_memory_allocated, GiB (None on the CPU). Projected step: generation +
-eval_s + training (old: the old path's tok/s applied to the same answers).
+eval_s + training (old: the old path's tok/s applied to the same answers; async: max(generation, eval_s) + training).
 
 --fit: the process's memory is capped at fit_gib (torch.cuda.set_per_process_memory_fraction), of which vllm_share is
 taken first by a stand-in allocation for the sampler (a colocated vLLM engine, or the bf16 copy and its KV cache); then
@@ -67,7 +67,7 @@ micro_batch_sizes = "4"
 gradient_checkpointing = "on"  # off | on | both
 train_steps = 1  # GRPO updates per setting; the last is timed (the first also allocates AdamW's state)
 logp_chunk_size = 512  # rl.logp_chunk_size
-eval_s = 0.0  # seconds of kernel evaluation per step (t_eval of an H200 log) to project step times; 0 = none
+eval_s = 0.0  # seconds of kernel evaluation per step (t_eval of an H200 log) to project step times
 fsdp = False  # shard the policy with training.sharding.shard_model (FSDP2, one rank here) before training
 fit = False  # the fit table instead: settings that fit fit_gib with vllm_share of it taken by the sampler
 fit_models = "1.5b,3b,7b"
@@ -215,8 +215,9 @@ def train_rows(name, model, tok, samples, cuda, results, gen_rows, settings):
                        train_peak_gib=peak(cuda))
             if cuda and best:  # the optimizer state stays resident while the next rollouts are generated
                 row["step_peak_gib"] = max(best["gen_peak_gib"] + row["adam_state_gib"], row["train_peak_gib"])
-            if best:
+            if best:  # synchronous, and with async_rollouts (generation hides the evaluation or the reverse)
                 row["step_s_new"] = best["gen_s"] + eval_s + train_s
+                row["step_s_new_async"] = max(best["gen_s"], eval_s) + train_s
             if old:
                 row["step_s_old"] = completion_tokens / old["gen_tokens_per_s"] + eval_s + train_s
         except torch.OutOfMemoryError as e:
@@ -297,15 +298,16 @@ def tables(results):
         print(f"\nOne step: training {how} with float32 weights and AdamW; projected step = generation + eval "
               f"{trains[0].get('eval_s', 0):.0f} s + training (old: the old path's tok/s on the same answers)\n")
         print("| model | mbs | grad ckpt | gen tok/s old | gen tok/s new (engine) | train tok/s | train s | peak train "
-              "(GiB) | step peak (GiB) | step s old | step s new | status |")
-        print("|:---|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|")
+              "(GiB) | step peak (GiB) | step s old | step s new | async | status |")
+        print("|:---|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|")
         for r in trains:
             print(f"| {r['model']} | {r['micro_batch_size']} | {'on' if r['gradient_checkpointing'] else 'off'} | "
                   f"{f(r.get('old_gen_tokens_per_s'), '.0f')} | {f(r.get('gen_tokens_per_s'), '.0f')}"
                   f"{' (' + r['gen_engine'] + ')' if r.get('gen_engine') else ''} | "
                   f"{f(r.get('train_tokens_per_s'), '.0f')} | {f(r.get('train_s'), '.1f')} | "
                   f"{f(r.get('train_peak_gib'), '.1f')} | {f(r.get('step_peak_gib'), '.1f')} | "
-                  f"{f(r.get('step_s_old'), '.0f')} | {f(r.get('step_s_new'), '.0f')} | {r['status']} |")
+                  f"{f(r.get('step_s_old'), '.0f')} | {f(r.get('step_s_new'), '.0f')} | "
+                  f"{f(r.get('step_s_new_async'), '.0f')} | {r['status']} |")
     if fits:
         print(f"\nFit in {fits[0]['fit_gib']:.0f} GiB with {fits[0]['vllm_share']:.0%} taken by the sampler's "
               f"stand-in: one GRPO step on answers of {fits[0]['fit_length']} tokens\n")
