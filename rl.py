@@ -36,9 +36,9 @@ import torch
 
 import common
 import prompting
-from training import checkpoint, ddp, rl_log, sharding, stages
+from training import checkpoint, ddp, rl_log, sampler, sharding, stages
 from training.exemplars import add_kernels, kernel_key, load_database, sample_exemplars
-from training.generation import generate, load_vllm, vllm_generate, vllm_push_weights, vllm_sleep
+from training.generation import load_vllm, vllm_generate, vllm_push_weights, vllm_sleep
 from training.models import completion_logp, enable_checkpointing, load_model, resolve_model
 from training.rollouts import (behaviour_logp, evaluate_kernels, prebuild_kernels, rank_gpu,
                                record_behaviour_logp)
@@ -87,6 +87,8 @@ logp_chunk_size = 512  # tokens per chunk of the log-prob head (B x chunk x voca
 gradient_checkpointing = False  # recompute activations in backward: less memory, more time (scripts/rl_scale.py)
 async_rollouts = False  # generate step k+1's rollouts while step k's kernels compile (training/rollouts.py)
 gen_batch_size = 32  # completions per transformers generate() call
+rollout_engine = "generate"  # generate (training weights) | static | continuous (a bf16 copy): training/sampler.py
+importance_sampling_cap = 2.0  # TIS: token loss x min(exp(old_logp - sampler_logp), cap), as TRL; 0 = off
 use_vllm = False  # sample with a colocated vLLM engine (TRL colocate mode); not yet run on this project's GPU machine
 vllm_gpu_memory_utilization = 0.3  # the GPU memory share vLLM may take; training needs the rest
 vllm_max_model_len = 0  # prompt + completion tokens vLLM reserves KV cache for; 0 = the model's maximum
@@ -111,7 +113,7 @@ run_evaluate = False  # run evaluate.py after RL: the SFT model and the RL model
 # -----------------------------------------------------------------------------
 CHOICES = dict(loss_type=("grpo", "bnpo", "dr_grpo", "dapo"), scale_rewards=("group", "batch", "none"),
                reward_norm=("batch", "group"), reward_shape=("speedup", "log_speedup"),
-               exemplar_sampling=("bucket", "random"), split=("train", "eval", "all"))
+               exemplar_sampling=("bucket", "random"), split=("train", "eval", "all"), rollout_engine=sampler.ENGINES)
 
 
 def normalise_rewards(rewards, clip, over="batch", group_size=1):
@@ -146,12 +148,14 @@ def group_advantages(rewards, group_size, scale="group"):
 
 
 def grpo_loss(logp, old_logp, advantages, mask, ref_logp=None, beta=0.0, epsilon=0.2, epsilon_high=None,
-              loss_type="grpo", max_completion_length=None, num_sequences=None, num_tokens=None):
+              loss_type="grpo", max_completion_length=None, num_sequences=None, num_tokens=None, sampler_logp=None,
+              is_cap=2.0):
     """The clipped-ratio GRPO loss (REFERENCE.md §5). logp, old_logp, ref_logp, mask: (B, T); advantages: (B,).
     Per token: -min(ratio * A, clip(ratio, 1 - epsilon, 1 + epsilon_high) * A) + beta * k3 KL to ref_logp.
     Reduction: grpo = token mean per sequence, then / sequences; bnpo = token mean of this batch; dr_grpo = sum /
     (num_sequences * max_completion_length); dapo = sum / num_tokens. num_sequences / num_tokens: the whole batch's
-    totals when this call sees one micro-batch. Returns (loss, {kl, clip_frac}); ValueError for another loss_type."""
+    totals when this call sees one micro-batch. sampler_logp (B, T): another engine's, TIS (sampler.truncated_is_weight)
+    Returns (loss, {kl, clip_frac, logp_gap, is_capped}); ValueError for another loss_type."""
     eps_high = epsilon if epsilon_high is None else epsilon_high
     m = mask.float()
     adv = advantages[:, None]  # (B, 1)
@@ -159,6 +163,8 @@ def grpo_loss(logp, old_logp, advantages, mask, ref_logp=None, beta=0.0, epsilon
     # acts and the gradient is A * grad logp; it departs from 1 only on a later pass or for a stale (async) batch
     ratio = torch.exp(logp - old_logp)  # (B, T)
     per_token = -torch.min(ratio * adv, torch.clamp(ratio, 1 - epsilon, 1 + eps_high) * adv)
+    is_weight, tis = sampler.truncated_is_weight(old_logp, sampler_logp, m, is_cap)  # 1 without sampler_logp
+    per_token = per_token * is_weight  # before the KL term, as TRL
     kl = torch.zeros_like(logp)
     if beta != 0.0:
         diff = ref_logp - logp
@@ -178,7 +184,7 @@ def grpo_loss(logp, old_logp, advantages, mask, ref_logp=None, beta=0.0, epsilon
         raise ValueError(f"unknown loss_type {loss_type!r}")
     clipped = ((ratio < 1 - epsilon) & (adv < 0)) | ((ratio > 1 + eps_high) & (adv > 0))
     n = m.sum().clamp(min=1.0)
-    return loss, dict(kl=((kl * m).sum() / n).item(), clip_frac=((clipped.float() * m).sum() / n).item())
+    return loss, dict(kl=((kl * m).sum() / n).item(), clip_frac=((clipped.float() * m).sum() / n).item(), **tis)
 
 
 def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nullcontext(), world=1, num_masked=0):
@@ -206,7 +212,7 @@ def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nul
                 old[c[0]] = logp_of(model, c)[0]
             if ref_model is not None:
                 ref[c[0]] = logp_of(ref_model, c)[0]
-    stats = dict(kl=0.0, clip_frac=0.0, entropy=0.0, loss=0.0)
+    stats = dict(kl=0.0, clip_frac=0.0, entropy=0.0, loss=0.0, logp_gap=0.0, is_capped=0.0)
     for _ in range(num_iterations if n_rows else 0):
         for c in sharding.even_passes(model, chunks):
             with amp:
@@ -214,14 +220,15 @@ def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nul
                 loss, sts = grpo_loss(logp, old.get(c[0], logp.detach()), row_adv[c].to(logp.device), mask,
                                       ref_logp=ref.get(c[0]), beta=beta, epsilon=epsilon, epsilon_high=epsilon_high,
                                       loss_type=loss_type, max_completion_length=max_completion_length,
-                                      num_sequences=n_seq, num_tokens=n_tokens)
+                                      num_sequences=n_seq, num_tokens=n_tokens, is_cap=importance_sampling_cap,
+                                      sampler_logp=behaviour_logp([rows[i] for i in c], dev, "sampler_logp"))
                 if loss_type == "bnpo":  # a per-micro-batch token mean (as TRL): the mean over all micro-batches
                     loss = loss / n_chunks
             loss.backward()
             weight = len(c) / n_rows / num_iterations
             stats["loss"] += loss.item() / num_iterations
-            stats["kl"] += sts["kl"] * weight
-            stats["clip_frac"] += sts["clip_frac"] * weight
+            for key, value in sts.items():  # kl, clip_frac, logp_gap, is_capped
+                stats[key] += value * weight
             stats["entropy"] += ((entropy * mask).sum() / mask.sum().clamp(min=1)).item() * weight
         sharding.reduce_grads(model)
         stats["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip).item()  # before the clip
@@ -312,11 +319,12 @@ if __name__ == "__main__":
                             max_num_batched_tokens=vllm_max_num_batched_tokens, sleep_mode=True)
         except RuntimeError as e:
             sys.exit(f"error: {e}")
+    sampler_model = sampler.sampler_copy(model, rollout_engine, dtype) if llm is None else None
     amp = torch.autocast("cuda", dtype=getattr(torch, dtype), enabled=device.startswith("cuda") and dtype != "float32")
     if master:
         print(f"policy {init_src}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params; {len(train_tasks)} "
               f"tasks; {num_prompts}x{num_generations} samples per step on {world} rank(s); "
-              f"rollouts by {'vLLM' if llm else 'transformers'}")
+              f"rollouts by {'vLLM' if llm else 'transformers ' + rollout_engine}")
 
     def rollouts():
         """Steps 1-2: this step's prompts (the same task list on every rank from the shared rng, this rank's slice)
@@ -333,8 +341,8 @@ if __name__ == "__main__":
             out = vllm_generate(llm, tok, prompts, num_generations, max_completion_length, temperature, top_p)
             vllm_sleep(llm)  # its GPU memory free for kernel timing and training; vllm_push_weights wakes it
         else:
-            out = list(generate(model, tok, prompts, num_generations, max_completion_length, temperature, top_p,
-                                batch_size=gen_batch_size, synced_gpus=fsdp and world > 1))
+            out = sampler.sample(rollout_engine, model, sampler_model, tok, prompts, num_generations, max_completion_length,
+                                 temperature, top_p, gen_batch_size, synced_gpus=fsdp and world > 1)
         for i, sample in enumerate(out):
             sample["task"] = names[i // num_generations]
         if async_rollouts:
@@ -404,6 +412,7 @@ if __name__ == "__main__":
                                         num_masked=len(samples) - len(keep))
             if llm is not None and n_rows:
                 vllm_push_weights(llm, model)  # the next rollouts sample from the updated policy
+            sampler.refresh_sampler(sampler_model, model)  # the same for the bf16 copy (None: nothing to do)
             t3 = time.time()
             # 6. the exemplar database grows with every new correct kernel of every rank, in rank order
             found = [dict(task=s["task"], code=s["code"], speedup=s["speedup"]) for s in samples

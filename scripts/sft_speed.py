@@ -39,12 +39,17 @@ out = ""  # JSON file; "" = print only
 seed = 0
 # -----------------------------------------------------------------------------
 
-# Qwen2.5 dimensions (config.json of Qwen/Qwen2.5-0.5B and Qwen/Qwen2.5-1.5B; the Coder variants share them)
+# Qwen2.5 dimensions (config.json of Qwen/Qwen2.5-0.5B, -1.5B, -3B and -7B; the Coder variants share them; 3B ties its
+# embeddings, 7B does not)
 DIMS = {
     "0.5b": dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                  num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True),
     "1.5b": dict(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
                  num_attention_heads=12, num_key_value_heads=2, tie_word_embeddings=True),
+    "3b": dict(vocab_size=151936, hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
+               num_attention_heads=16, num_key_value_heads=2, tie_word_embeddings=True),
+    "7b": dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+               num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False),
     "tiny": dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True),
 }

@@ -99,12 +99,15 @@ def step_summary(step, recs, best_seed, stats):
 
 
 def format_line(h):
-    """The terminal line of a step's summary."""
+    """The terminal line of a step's summary. gap: mean |old_logp - sampler_logp| per token (the trainer's and the
+    sampling engine's log-probs, training/sampler.py), capped: the fraction of tokens whose TIS weight hit its cap;
+    both 0 when the training weights sample."""
     return (f"step {h['step']:4d} | reward {h['reward']:.3f} | speedup all {h['speedup_all']:.2f}x "
             f"ok {h['speedup_mean']:.2f}x med {h['speedup_median']:.2f}x max {h['speedup_max']:.2f}x "
             f"| of-best {h['frac_of_best']:.2f} | ok {h['ok']:.2f} compile {h['compile_error']:.2f} "
             f"wrong {h['incorrect']:.2f} crash {h['crash']:.2f} hack {h['hack']:.2f} format {h['format_error']:.2f} "
             f"| loss {h['loss']:.4f} kl {h['kl']:.4f} clip {h['clip_frac']:.3f} ent {h['entropy']:.3f} "
+            f"gap {h.get('logp_gap', 0.0):.4f} capped {h.get('is_capped', 0.0):.3f} "
             f"len {h['completion_len']:.0f} | new {h['new_kernels']} | gen {h['t_gen']:.1f}s eval {h['t_eval']:.1f}s "
             f"train {h['t_train']:.1f}s | {h['gen_tokens_per_s']:.0f} tok/s gen"
             + (f" mem {h['peak_memory_gib']:.1f} GiB" if h.get("peak_memory_gib") is not None else "")

@@ -39,16 +39,17 @@ def record_behaviour_logp(model, samples, pad_id, temperature, micro_batch_size,
                 row["old_logp"] = row_logp[:len(row["completion_ids"])].tolist()
 
 
-def behaviour_logp(rows, device="cpu"):
-    """The rows' recorded old_logp as a (B, C) tensor laid out like completion_logp's output (C = longest
-    completion, zeros where the mask is 0), or None unless every row has one (synchronous rollouts)."""
-    if not rows or any("old_logp" not in r for r in rows):
+def behaviour_logp(rows, device="cpu", key="old_logp"):
+    """The rows' recorded log-probs `key` (old_logp; sampler_logp: the sampling engine's, training/sampler.py) as a
+    (B, C) tensor laid out like completion_logp's output (C = longest completion, zeros where the mask is 0), or
+    None unless every row has one (synchronous rollouts; an engine that records none)."""
+    if not rows or any(key not in r for r in rows):
         return None
     longest = max(len(r["completion_ids"]) for r in rows)
     out = torch.zeros(len(rows), longest)
     for i, r in enumerate(rows):
-        assert len(r["old_logp"]) == len(r["completion_ids"]), "old_logp must have one value per completion token"
-        out[i, :len(r["old_logp"])] = torch.tensor(r["old_logp"])
+        assert len(r[key]) == len(r["completion_ids"]), f"{key} must have one value per completion token"
+        out[i, :len(r[key])] = torch.tensor(r[key])
     return out.to(device)
 
 
