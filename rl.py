@@ -87,7 +87,7 @@ logp_chunk_size = 512  # tokens per chunk of the log-prob head (B x chunk x voca
 gradient_checkpointing = False  # recompute activations in backward: less memory, more time (scripts/rl_scale.py)
 async_rollouts = False  # generate step k+1's rollouts while step k's kernels compile (training/rollouts.py)
 gen_batch_size = 32  # completions per transformers generate() call
-rollout_engine = "generate"  # generate (training weights) | static | continuous (a bf16 copy): training/sampler.py
+rollout_engine = "auto"  # auto (static on CUDA, else generate) | generate (training weights) | static | continuous
 importance_sampling_cap = 2.0  # TIS: token loss x min(exp(old_logp - sampler_logp), cap), as TRL; 0 = off
 use_vllm = False  # sample with a colocated vLLM engine (TRL colocate mode); not yet run on this project's GPU machine
 vllm_gpu_memory_utilization = 0.3  # the GPU memory share vLLM may take; training needs the rest
@@ -250,6 +250,7 @@ if __name__ == "__main__":
         except RuntimeError as e:
             sys.exit(f"error: {e}")
     common.check_device(device)
+    rollout_engine = sampler.pick_engine(rollout_engine, device)  # training/sampler.py: which engine is fast where
     argv = sys.argv[1:]
     rank, world, local_rank, device = ddp.ddp_setup(device)
     master = rank == 0  # only rank 0 writes files
@@ -341,8 +342,9 @@ if __name__ == "__main__":
             out = vllm_generate(llm, tok, prompts, num_generations, max_completion_length, temperature, top_p)
             vllm_sleep(llm)  # its GPU memory free for kernel timing and training; vllm_push_weights wakes it
         else:
-            out = sampler.sample(rollout_engine, model, sampler_model, tok, prompts, num_generations, max_completion_length,
-                                 temperature, top_p, gen_batch_size, synced_gpus=fsdp and world > 1)
+            out = sampler.sample(rollout_engine, model, sampler_model, tok, prompts, num_generations,
+                                 max_completion_length, temperature, top_p, gen_batch_size,
+                                 synced_gpus=fsdp and world > 1)
         for i, sample in enumerate(out):
             sample["task"] = names[i // num_generations]
         if async_rollouts:

@@ -43,6 +43,7 @@ max_steps = 12  # the whole demo in about 7 minutes on one H200; at 16 steps it 
 save_interval = 5
 micro_batch_size = 8
 gen_batch_size = 32
+rollout_engine = "generate"  # a 2-layer policy: compiling a static-cache decode step would cost more than it saves
 beta = 0.1  # a k3 KL to the SFT model keeps Adam's per-weight steps from erasing what SFT taught: at beta=0,
            # lr=2e-3 the tiny policy collapsed into unparseable text within 5 steps (tiny_cpu), and at beta=0.04,
            # lr=1e-3 the GPU run drifted into broken kernels

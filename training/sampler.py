@@ -24,8 +24,15 @@ import torch
 from training.generation import generate
 from training.models import render_prompt
 
-ENGINES = ("generate", "static", "continuous")
+ENGINES = ("auto", "generate", "static", "continuous")
 PROMPT_PAD = 256  # static engine: prompts left-padded to a multiple of this many tokens (fewer compiled shapes)
+
+
+def pick_engine(engine, device):
+    """The engine "auto" stands for: "static" on CUDA, the fastest there (scripts/rl_scale.py's table in
+    docs/TRAINING.md), "generate" on the CPU, where transformers compiles nothing and a copy only costs memory. Any
+    other engine is returned as given."""
+    return ("static" if str(device).startswith("cuda") else "generate") if engine == "auto" else engine
 
 
 def sampler_copy(model, engine, dtype="bfloat16"):
@@ -33,11 +40,12 @@ def sampler_copy(model, engine, dtype="bfloat16"):
     whole (unsharded) copy in `dtype` on CUDA (float32 on the CPU), in eval mode, without gradients, with its KV cache
     on; under FSDP every rank holds one. Memory: 2 bytes per parameter in bf16. Raises ValueError for an unknown
     engine."""
+    param = next(model.parameters())
+    engine = pick_engine(engine, param.device.type)
     if engine not in ENGINES:
         raise ValueError(f"unknown rollout_engine {engine!r}: {' | '.join(ENGINES)}")
     if engine == "generate":
         return None
-    param = next(model.parameters())
     cuda = param.device.type == "cuda"
     target = getattr(torch, dtype) if cuda else torch.float32
     if hasattr(param, "full_tensor"):  # sharded (FSDP2): a whole model of the same config, filled by a refresh
@@ -205,6 +213,7 @@ def sample(engine, model, sampler, tok, prompts, num_generations, max_new_tokens
     there instead). synced_gpus: "generate" on a policy sharded over several ranks (FSDP: every rank must take every
     decode step). Raises ValueError for an unknown engine, RuntimeError when continuous batching fails."""
     flat = [p for p in prompts for _ in range(num_generations)]
+    engine = pick_engine(engine, next(model.parameters()).device.type)
     if engine == "generate":
         assert stop_at is None, "stop_at is for the static and continuous engines"
         return list(generate(model, tok, prompts, num_generations, max_new_tokens, temperature, top_p, batch_size,
