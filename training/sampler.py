@@ -213,7 +213,8 @@ def sample(engine, model, sampler, tok, prompts, num_generations, max_new_tokens
     there instead). synced_gpus: "generate" on a policy sharded over several ranks (FSDP: every rank must take every
     decode step). Raises ValueError for an unknown engine, RuntimeError when continuous batching fails."""
     flat = [p for p in prompts for _ in range(num_generations)]
-    engine = pick_engine(engine, next(model.parameters()).device.type)
+    if engine == "auto":
+        engine = pick_engine(engine, next(model.parameters()).device.type)
     if engine == "generate":
         assert stop_at is None, "stop_at is for the static and continuous engines"
         return list(generate(model, tok, prompts, num_generations, max_new_tokens, temperature, top_p, batch_size,
