@@ -68,6 +68,7 @@ gradient_checkpointing = "on"  # off | on | both
 train_steps = 1  # GRPO updates per setting; the last is timed (the first also allocates AdamW's state)
 logp_chunk_size = 512  # rl.logp_chunk_size
 eval_s = 0.0  # seconds of kernel evaluation per step (t_eval of an H200 log) to project step times
+master_dtype = "float32"  # with fsdp: the sharded weights' dtype (bfloat16: 8 bytes per parameter, not 16)
 fsdp = False  # shard the policy with training.sharding.shard_model (FSDP2, one rank here) before training
 fit = False  # the fit table instead: settings that fit fit_gib with vllm_share of it taken by the sampler
 fit_models = "1.5b,3b,7b"
@@ -185,7 +186,7 @@ def train_rows(name, model, tok, samples, cuda, results, gen_rows, settings):
     old = next((g for g in gen_rows if g["engine"] == "generate"), None)
     completion_tokens = sum(len(s["completion_ids"]) for s in samples)
     if fsdp:
-        shard_model(model, mixed_precision=True)
+        shard_model(model, mixed_precision=True, master_dtype=getattr(torch, master_dtype))
     for ckpt, mbs in settings:
         if ckpt:
             enable_checkpointing(model)
@@ -194,7 +195,8 @@ def train_rows(name, model, tok, samples, cuda, results, gen_rows, settings):
         model.train()
         rl.micro_batch_size = mbs
         row = dict(kind="train", model=name, params_m=n_params / 1e6, micro_batch_size=mbs, gradient_checkpointing=ckpt,
-                   fsdp=fsdp, device=torch.cuda.get_device_name() if cuda else "cpu", answers=len(samples),
+                   fsdp=fsdp, master_dtype=master_dtype if fsdp else None,
+                   device=torch.cuda.get_device_name() if cuda else "cpu", answers=len(samples),
                    train_tokens=tokens, adam_state_gib=gib(8 * n_params),
                    train_steps=train_steps, gen_engine=best and best["engine"],
                    gen_tokens_per_s=best and best["gen_tokens_per_s"], gen_s=best and best["gen_s"],
@@ -258,7 +260,7 @@ def fit_table(tok, prompts, cuda, results):
                     sync_reset(cuda)
                     model = build(name, tok)
                     if fsdp:
-                        shard_model(model, mixed_precision=True)
+                        shard_model(model, mixed_precision=True, master_dtype=getattr(torch, master_dtype))
                     if ckpt:
                         enable_checkpointing(model)
                     model.train()
