@@ -153,8 +153,10 @@ def measure_generation(name, model, tok, prompts, lengths, cuda, results):
                                  batch_size=gen_batch_size, min_new_tokens=old_tokens))  # every answer full length
         else:
             t0 = time.perf_counter()
-            sampler.sample(engine, model, copy, tok, prompts[:1], 1, max_completion_length, 1.0, 1.0,
-                           gen_batch_size, stop_at=[4])  # compiles (static) at the timed call's shapes
+            sampler.sample(engine, model, copy, tok, prompts, num_generations, max_completion_length, 1.0, 1.0,
+                           gen_batch_size, stop_at=[4] * len(lengths))  # compiles (static) at the timed call's
+            # shapes: the same prompts and batch (a warm-up of one prompt compiled for batch 1, and the timed call
+            # then compiled again inside its window)
             if cuda:
                 torch.cuda.synchronize()
             warmup_s = time.perf_counter() - t0
