@@ -84,9 +84,14 @@ def modes():
 
 @pytest.fixture(scope="module", params=modes(), ids=lambda m: m[0])
 def attacked(request, tmp_path_factory):
-    """One batch of every attack under one sandbox mode; returns what each door shows afterwards."""
+    """One batch of every attack under one sandbox mode, on the CPU device."""
     value, expected = request.param
-    tmp = tmp_path_factory.mktemp(f"sandbox_{value}")
+    return run_attacks(value, expected, tmp_path_factory.mktemp(f"sandbox_{value}"), "cpu")
+
+
+def run_attacks(value, expected, tmp, device, extra_jobs=(), **kw):
+    """Every attack (and extra_jobs, evaluated with them) in one evaluate_many under CUDAL1_SANDBOX=value (check_only
+    unless kw says otherwise); returns what each door shows afterwards and the records by job name."""
     site, repo_file, build_root = tmp / "site-packages", tmp / "repo" / "harness" / "scan.py", tmp / "build"
     site.mkdir()
     repo_file.parent.mkdir(parents=True)
@@ -101,14 +106,14 @@ def attacked(request, tmp_path_factory):
     fill = dict(site=str(site), repo_file=str(repo_file), victim=str(victim_dir / "done"),
                 pch=str(build_root / "pch" / "0123456789abcdef" / "cudal1_light.h.gch"),
                 shared=str(build_root / ("f" * 32) / "done"), port=listener.getsockname()[1], pid=os.getpid())
-    jobs = [(name, TASK, HEADER + door.format(**fill) + HONEST) for name, door in ATTACKS.items()]
+    jobs = [(name, TASK, HEADER + door.format(**fill) + HONEST) for name, door in ATTACKS.items()] + list(extra_jobs)
     before = (repo_file.read_text(), (victim_dir / "done").read_text())
     env_before = os.environ.get("CUDAL1_SANDBOX")
     os.environ["CUDAL1_SANDBOX"] = value
     try:
         t0 = time.perf_counter()
-        results = bench.evaluate_many(jobs, device="cpu", check_only=True, static_checks=False, timeout_s=120,
-                                      build_root=str(build_root))
+        results = bench.evaluate_many(jobs, **dict(dict(device=device, check_only=True, static_checks=False,
+                                                        timeout_s=120, build_root=str(build_root)), **kw))
         took = time.perf_counter() - t0
         time.sleep(0.2)                                       # a signal sent last is handled by now
         try:
@@ -127,12 +132,20 @@ def attacked(request, tmp_path_factory):
     fresh = subprocess.run([sys.executable, "-c", f"import site, os; site.addsitedir({str(site)!r}); "
                                                   "print(os.environ.get('CUDAL1_HOOKED'))"],
                            capture_output=True, text=True, timeout=60).stdout.strip()
-    return dict(value=value, expected=expected, results=dict(zip(ATTACKS, results)), took=took,
+    return dict(value=value, expected=expected, results=dict(zip([j[0] for j in jobs], results)), took=took,
                 pth=hook.exists(), next_process_hooked=fresh == "1",
                 repo_edited=repo_file.read_text() != before[0],
                 cache_planted=[p for p in (fill["victim"], fill["pch"], fill["shared"]) if os.path.exists(p) and
                                open(p).read() == "planted"],
                 tcp=tcp, signals=signals)
+
+
+def check_doors(attacked):
+    """Every door shut (the sandbox on) or open (off), as test_* below check one by one."""
+    shut = attacked["value"] != "off"
+    assert attacked["pth"] is not shut and attacked["next_process_hooked"] is not shut, attacked
+    assert attacked["repo_edited"] is not shut and bool(attacked["cache_planted"]) is not shut, attacked
+    assert (attacked["tcp"] == b"owned") is not shut and bool(attacked["signals"]) is not shut, attacked
 
 
 def test_each_attack_gets_only_its_own_verdict(attacked):
@@ -174,3 +187,22 @@ def test_bad_mode_is_refused(monkeypatch):
     monkeypatch.setenv("CUDAL1_SANDBOX", "maybe")
     with pytest.raises(ValueError, match="CUDAL1_SANDBOX"):
         sandbox.layers()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", [m for m in modes() if m[0] != "off"], ids=lambda m: m[0])
+def test_gpu_kernel_timed_and_doors_shut_under_the_sandbox(mode, tmp_path):
+    """On a GPU: a load_inline kernel (tests/legit/relu.py) is built, checked through CUDA IPC and timed inside the
+    sandbox, beside the five attacks (CUDA initialised in each), whose doors stay shut."""
+    kb = os.environ.get("KERNELBENCH_DIR") or os.path.join(ROOT, "..", "shared", "kernelbench")
+    task = os.path.join(kb, "level1", "19_ReLU.py")
+    if not os.path.exists(task):
+        pytest.skip(f"KernelBench task level1/19_ReLU not found under {kb} (set KERNELBENCH_DIR)")
+    relu = ("relu", open(task).read(), open(os.path.join(ROOT, "tests", "legit", "relu.py")).read())
+    attacked = run_attacks(*mode, tmp_path, "cuda", [relu], check_only=False, timeout_s=600)
+    for name, r in attacked["results"].items():
+        assert r["status"] == "ok" and r["sandbox"] == mode[1], (name, r["status"], r["sandbox"], r["error"])
+    r = attacked["results"]["relu"]
+    assert r["exchange"] == "ipc" and r["speedup"] and r["custom_kernel_calls"], r
+    print(f"\n{mode[0]}: relu {record.summary(r)}; phase_s {r['phase_s']}")
+    check_doors(attacked)
