@@ -16,8 +16,8 @@ landlock, bwrap or none.
 """
 import glob, os, shutil, time
 
-try:                  # imported and its libc found (find_library: a subprocess, ~10 ms) here, in the fork server, so that
-    import landlockpy  # a forked runner confines itself in about a millisecond
+try:                  # imported and its libc found (find_library: a subprocess, ~10 ms) here, in the fork server,
+    import landlockpy  # so that a forked runner confines itself in about a millisecond
     landlockpy.abi_version()
 except (ImportError, OSError):   # no Landlock layer (the record says so)
     landlockpy = None
@@ -64,13 +64,13 @@ def apply_landlock(writable, writable_files=()):
     only): right after the fork. Returns the milliseconds it took; raises OSError (landlockpy.LandlockError) or
     AttributeError (landlockpy missing) when it cannot be applied."""
     t0 = time.perf_counter()
-    AccessFS, AccessNet, Ruleset, Scope = landlockpy.AccessFS, landlockpy.AccessNet, landlockpy.Ruleset, landlockpy.Scope
+    AccessFS, AccessNet, Scope = landlockpy.AccessFS, landlockpy.AccessNet, landlockpy.Scope
     abi = landlock_abi()
     every = landlockpy.fs_for_abi(abi)
     read = (AccessFS.READ_FILE | AccessFS.READ_DIR | AccessFS.EXECUTE) & every
     on_files = (AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.EXECUTE | AccessFS.TRUNCATE |
                 AccessFS.IOCTL_DEV) & every
-    with Ruleset(handled_fs=every, handled_net=AccessNet.BIND_TCP | AccessNet.CONNECT_TCP,
+    with landlockpy.Ruleset(handled_fs=every, handled_net=AccessNet.BIND_TCP | AccessNet.CONNECT_TCP,
                  scoped=Scope.ABSTRACT_UNIX_SOCKET | Scope.SIGNAL) as ruleset:
         ruleset.allow_path("/", read)
         for folder in ["/dev", "/proc"] + [f for f in writable if f]:
@@ -85,8 +85,8 @@ def apply_landlock(writable, writable_files=()):
 
 def bwrap_command(argv, writable):
     """argv run under bubblewrap: read-only root, private /tmp and /dev with the GPU's nodes (/dev/nvidia*) bound
-    in, a fresh /proc, new PID, network and IPC namespaces, no capabilities, killed with its parent; the folders
-    `writable` (created here if missing) bound writable at their own paths. Raises FileNotFoundError without bwrap."""
+    in, a fresh /proc, new PID, network and IPC namespaces, no capabilities; the folders `writable` (created here
+    if missing) bound writable at their own paths. Raises FileNotFoundError without bwrap."""
     exe = bwrap_path()
     if exe is None:
         raise FileNotFoundError("bubblewrap (bwrap) not found: install it or set CUDAL1_BWRAP")
@@ -96,5 +96,6 @@ def bwrap_command(argv, writable):
     for folder in writable:
         os.makedirs(folder, exist_ok=True)
         cmd += ["--bind", folder, folder]
-    return cmd + ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--die-with-parent", "--cap-drop", "ALL",
-                  "--"] + list(argv)
+    # (no --die-with-parent: it ties bwrap's life to the thread that started it, one of a batch's pool threads; the
+    # fork server ends when its caller's socket closes, and bwrap with it)
+    return cmd + ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--cap-drop", "ALL", "--"] + list(argv)

@@ -191,7 +191,8 @@ class Session:
         env = scrubbed_env(folder, self.options.build_root, self.options.arch, self.gpu, extra_env)
         build_dir = os.path.join(self.options.build_root or runner.default_build_root(), "candidates",
                                  source_hash(cand_src))       # its own build entries: the timed runner and its
-        exchange = getattr(self, "exchange_spec", None) or {}  # build ahead share them, no other candidate does
+        os.makedirs(build_dir, exist_ok=True)                  # build ahead share them, no other candidate does
+        exchange = getattr(self, "exchange_spec", None) or {}  # (a second draw's runner: the file of the first's)
         worker = Worker("runner", spec, env, folder, start_timeout=self.left(), build_dir=build_dir,
                         writable_files=[exchange["path"]] if exchange.get("kind") == "file" else [])
         self.res["sandbox"] = worker.sandbox

@@ -614,7 +614,7 @@ def test_evaluate_many_interrupt_waits_for_evaluations_in_flight(tmp_path):
     assert 1 <= n <= 2 and len(seen) == n, seen
 
 
-def test_builds_ahead_run_niced_and_timed_runs_do_not(tmp_path):
+def test_builds_ahead_run_niced_and_timed_runs_do_not(tmp_path, monkeypatch):
     """evaluate_many's builds ahead share the CPUs with timed calls: they run at session.BUILD_NICE (nvcc and ninja
     inherit it), the runner that is timed at the caller's own niceness (a niced runner would be the one preempted)."""
     cand = "import os\nraise RuntimeError(f'niceness={os.nice(0)}')\n"
@@ -624,6 +624,7 @@ def test_builds_ahead_run_niced_and_timed_runs_do_not(tmp_path):
     r = bench.evaluate(TASK, cand, device="cpu", build_root=str(tmp_path), timeout_s=60, static_checks=False)
     assert r["status"] == "runtime_error" and f"niceness={base}" in r["error"], record.summary(r)
     # a batch's builds: each one nicer than the one before it in the queue, so that the first ones land first
+    monkeypatch.setenv("CUDAL1_SANDBOX", "off")         # the candidates write their niceness outside their folders
     log = tmp_path / "nice.txt"
     cands = [f"import os\nopen({str(log)!r}, 'a').write(f'{{os.nice(0)}} {i}\\n')\nraise RuntimeError('x')\n"
              for i in range(3)]
