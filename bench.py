@@ -8,7 +8,7 @@ A task is a KernelBench module (`Model`, `get_inputs()`, `get_init_inputs()`); a
 API: evaluate (one candidate), evaluate_many (a batch: parallel builds, one timed job per GPU at a time), build
 (the build step alone), degenerate_screen (REFERENCE.md §3).
 
-One evaluation: a static scan of the source; the build (load_inline, through a shared build cache) in a throw-away
+One evaluation: a static scan of the source; the build (load_inline, through a build cache) in a throw-away
 process; then, in a fresh runner process under the GPU's lock, the reference timed, the candidate imported,
 correctness trials compared by the judge (a process that never runs candidate code), the candidate's timed calls,
 the speedup and the verdict. harness/README.md has the processes, what each may trust, and what is not covered.
@@ -95,6 +95,8 @@ def _build_ahead(task_src, candidate_src, opts, live=None, split=True, place=0):
                                      build_nice=min(19, BUILD_NICE + max(0, int(place))))
     if not split:                                   # (extra_env is for trusted callers: this one is ours)
         build_opts = dataclasses.replace(build_opts, extra_env=dict(opts.extra_env or {}, CUDAL1_SPLIT="0"))
+    if batch.prebuild_wanted(opts.device, [candidate_src]):   # precompiled headers: made here, never in a runner
+        batch.prebuild_pch(opts.build_root, None, split)     # (it only reads them); at once when made or in making
     return _evaluate("build", task_src, candidate_src, build_opts, live=live)
 
 

@@ -1,8 +1,9 @@
 """buildcache.py: torch's load_inline with a build cache shared by processes, as it runs inside a candidate's process.
 
 runner.py installs it (install_build_cache) before a candidate is imported, so every load_inline of the candidate,
-however imported, builds once per source and flag set on the machine, in parallel with other builds, and is loaded
-directly on a hit (no ninja). Builds are made faster than plain load_inline (REFERENCE.md §2):
+however imported, builds once per source and flag set and candidate (its build ahead and its timed runner share the
+entries; other candidates never do: sandbox.py lets a runner write only its own), in parallel with other builds, and
+is loaded directly on a hit (no ninja). Builds are made faster than plain load_inline (REFERENCE.md §2):
   - main.cpp starts with a light prelude (the tensor API, pybind11 and torch's exception wrapper: _LIGHT_CPP), from
     a GCC precompiled header built once per flag set; a main.cpp that needs more of torch (torch::nn, ...) is
     rebuilt with <torch/extension.h> (and its own precompiled header), as load_inline would build it;

@@ -59,12 +59,19 @@ CASES = {
 }
 
 
+def cpp_entries(build_root):
+    """The build entries folder of cand_cpp_scale.py (buildcache.ENTRIES in its runners)."""
+    return os.path.join(build_root, "candidates", record.source_hash(src("cand_cpp_scale.py")))
+
+
 def _stale_lock_build(build_root):
-    """Builds CPP_SRC_3X in a fresh process after planting torch's `lock` file in its build folder."""
+    """Builds CPP_SRC_3X in a fresh process, into cand_cpp_scale.py's build entries, after planting torch's `lock`
+    file in its build folder."""
     key = buildcache.build_key(buildcache.inline_args("cudal1_test_scale", CPP_SRC_3X, functions=["scale_shift"]))
-    os.makedirs(os.path.join(build_root, key), exist_ok=True)
-    open(os.path.join(build_root, key, "lock"), "w").close()     # as left by a build killed at its timeout
+    os.makedirs(os.path.join(cpp_entries(build_root), key), exist_ok=True)
+    open(os.path.join(cpp_entries(build_root), key, "lock"), "w").close()     # as left by a build killed at its timeout
     code = (f"import sys; sys.path.insert(0, {ROOT!r}); from harness import buildcache; "
+            f"buildcache.ENTRIES[:] = [{cpp_entries(build_root)!r}]; "
             f"m = buildcache.cached_load_inline(name='cudal1_test_scale', cpp_sources={CPP_SRC_3X!r}, "
             f"functions=['scale_shift']); print(m.__name__)")
     t0 = time.time()
@@ -300,6 +307,7 @@ def test_cli_exit_codes(env):
 def test_second_build_is_a_cache_hit_without_ninja(env, monkeypatch):
     assert env["res"]["cpp"]["status"] == "ok"       # built once, in a child
     monkeypatch.setattr(buildcache.cpp_extension, "load", lambda *a, **k: pytest.fail("ninja build on a cache hit"))
+    monkeypatch.setattr(buildcache, "ENTRIES", [cpp_entries(env["build_root"])])   # that candidate's own entries
     t0 = time.time()
     m = buildcache.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC, functions=["scale_shift"])
     assert time.time() - t0 < 2
@@ -312,6 +320,7 @@ def test_second_build_is_a_cache_hit_without_ninja(env, monkeypatch):
 def test_stale_torch_lock_does_not_hang_and_same_name_never_collides(env, monkeypatch):
     assert env["stale"]["rc"] == 0, env["stale"]["out"][-3000:]
     monkeypatch.setattr(buildcache.cpp_extension, "load", lambda *a, **k: pytest.fail("ninja build on a cache hit"))
+    monkeypatch.setattr(buildcache, "ENTRIES", [cpp_entries(env["build_root"])])
     m2 = buildcache.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC, functions=["scale_shift"])
     m3 = buildcache.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC_3X, functions=["scale_shift"])
     assert m2.__name__ != m3.__name__ and m2.__name__.startswith("cudal1_test_scale_")
