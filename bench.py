@@ -8,7 +8,7 @@ A task is a KernelBench module (`Model`, `get_inputs()`, `get_init_inputs()`); a
 API: evaluate (one candidate), evaluate_many (a batch: parallel builds, one timed job per GPU at a time), build
 (the build step alone), degenerate_screen (REFERENCE.md §3).
 
-One evaluation: a static scan of the source; the build (load_inline, through a shared build cache) in a throw-away
+One evaluation: a static scan of the source; the build (load_inline, through a build cache) in a throw-away
 process; then, in a fresh runner process under the GPU's lock, the reference timed, the candidate imported,
 correctness trials compared by the judge (a process that never runs candidate code), the candidate's timed calls,
 the speedup and the verdict. harness/README.md has the processes, what each may trust, and what is not covered.
@@ -87,14 +87,15 @@ def _evaluate(task_name, task_src, candidate_src, opts, gpu=None, live=None, bui
 
 
 def _build_ahead(task_src, candidate_src, opts, live=None, split=True, place=0):
-    """The candidate's builds made in a throw-away runner (import, then ModelNew on the meta device), so that the
-    timed runner, which imports it under the GPU's lock after its reference is timed, finds them in the cache.
-    split=False: not as the split build (batch.split_builds). place: its place in a batch's queue of builds, added
-    to its niceness (BUILD_NICE, at most 19)."""
+    """The candidate's builds made in a throw-away runner (import, ModelNew on the meta device) for its timed runner
+    to find (under the GPU's lock); the precompiled headers first, here (runners only read them). split=False: not
+    the split build (batch.split_builds). place: its place in the batch's build queue, added to its BUILD_NICE."""
     build_opts = dataclasses.replace(opts, build_only=True, timeout_s=max(600.0, opts.timeout_s), static_checks=False,
                                      build_nice=min(19, BUILD_NICE + max(0, int(place))))
     if not split:                                   # (extra_env is for trusted callers: this one is ours)
         build_opts = dataclasses.replace(build_opts, extra_env=dict(opts.extra_env or {}, CUDAL1_SPLIT="0"))
+    if batch.prebuild_wanted(opts.device, [candidate_src]):   # (returns at once when made or being made)
+        batch.prebuild_pch(opts.build_root, None, split)
     return _evaluate("build", task_src, candidate_src, build_opts, live=live)
 
 

@@ -1,8 +1,9 @@
 """buildcache.py: torch's load_inline with a build cache shared by processes, as it runs inside a candidate's process.
 
 runner.py installs it (install_build_cache) before a candidate is imported, so every load_inline of the candidate,
-however imported, builds once per source and flag set on the machine, in parallel with other builds, and is loaded
-directly on a hit (no ninja). Builds are made faster than plain load_inline (REFERENCE.md §2):
+however imported, builds once per source and flag set and candidate (its build ahead and its timed runner share the
+entries; other candidates never do: sandbox.py lets a runner write only its own), in parallel with other builds, and
+is loaded directly on a hit (no ninja). Builds are made faster than plain load_inline (REFERENCE.md §2):
   - main.cpp starts with a light prelude (the tensor API, pybind11 and torch's exception wrapper: _LIGHT_CPP), from
     a GCC precompiled header built once per flag set; a main.cpp that needs more of torch (torch::nn, ...) is
     rebuilt with <torch/extension.h> (and its own precompiled header), as load_inline would build it;
@@ -40,6 +41,7 @@ class BuildError(RuntimeError):
     """A load_inline build failed (compiler or linker error); reported as "compile_error"."""
 
 
+ENTRIES = []              # a runner's own build entries folder (set by the fork server), or [] in a trusted process
 _ORIG_LOAD_INLINE = cpp_extension.load_inline
 _LOADED = {}              # .so path -> module, so one process loads each extension once
 BUILD_FAILURES = []       # first error of each failed build in this process (caught by the candidate: "fallback")
@@ -197,6 +199,8 @@ def _pch_dir(root, args, light):
         top, d = os.path.join(root, "pch"), os.path.join(root, "pch", sig)
         name = _OURS[light][0] if light else os.path.join("torch", "extension.h")
         header, gch = (os.path.join(d, name) if light else torch_header), os.path.join(d, name + ".gch")
+        if ENTRIES:                                       # a runner only reads them: one it made could be read by
+            return d if os.path.exists(gch) else None    # another candidate's compiler (made by prebuild_pch)
         if light and not os.path.exists(header):
             os.makedirs(d, exist_ok=True)
             with open(header + f".tmp{os.getpid()}", "w") as f:
@@ -259,7 +263,7 @@ def _split_dirs(root, args):
 def _light_dir(root, kind=True):
     """A folder holding our prelude `kind` (_OURS) as a header, for builds without its precompiled header."""
     name, text = _OURS[kind]
-    d = os.path.join(root, "light")
+    d = os.path.join(ENTRIES[0] if ENTRIES else root, "light")      # a runner's own copy: it writes nowhere else
     path = os.path.join(d, name)
     if not (os.path.exists(path) and pathlib.Path(path).read_text() == text):
         os.makedirs(d, exist_ok=True)
@@ -383,7 +387,10 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
     successful build, or a `failed` marker holding a compiler's or linker's error), <build_root>/<key>.lock (an
     fcntl lock held while building: the OS drops it if the builder dies), <build_root>/pch/<sig>/ (precompiled
     headers). key = sha256 of the arguments, torch and CUDA versions, TORCH_CUDA_ARCH_LIST and the compiler;
-    build_root = $CUDAL1_BUILD_ROOT or ~/.cache/cudal1/build.
+    build_root = $CUDAL1_BUILD_ROOT or ~/.cache/cudal1/build. In a runner the entries (<key>/, <key>.lock, light/)
+    are in its candidate's own folder (ENTRIES, <build_root>/candidates/<candidate hash>/, the only part of the
+    build root its sandbox lets it write: a planted extension reaches no other candidate) and the precompiled
+    headers are read, never made (prebuild_pch in a trusted process makes them).
     The module is named f"{name}_{key[:12]}", so two candidates using the same `name=` never collide. A finished
     build is imported directly, without ninja. Holding the lock we are the only builder of that folder, so torch's
     own `lock` file there can only be left by a killed build and is removed (REFERENCE.md §2: it otherwise makes
@@ -395,7 +402,8 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
     other = {k: v for k, v in other.items() if v is not None}
     root = default_build_root()
     key = build_key(dict(args, other=other) if other else args)
-    d, module = os.path.join(root, key), f"{name}_{key[:12]}"
+    entries = ENTRIES[0] if ENTRIES else root
+    d, module = os.path.join(entries, key), f"{name}_{key[:12]}"
     os.makedirs(d, exist_ok=True)
     if other:
         return _ORIG_LOAD_INLINE(module, cpp_sources, cuda_sources, functions=functions, extra_cflags=extra_cflags,
@@ -407,7 +415,7 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
     hit = _load_built(d, args["is_python_module"]) or _failed_before(d)
     if hit is not None:
         return hit
-    with open(os.path.join(root, key + ".lock"), "w") as lock:
+    with open(os.path.join(entries, key + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         hit = _load_built(d, args["is_python_module"]) or _failed_before(d)   # built by someone else meanwhile
         if hit is not None:

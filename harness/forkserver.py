@@ -21,6 +21,7 @@ from harness import cores  # noqa: E402
 from harness import judge  # noqa: E402
 from harness import kernel_eval  # noqa: E402
 from harness import runner  # noqa: E402
+from harness import sandbox  # noqa: E402
 
 _KEEP_ENV = {"PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "PYTHONPATH",
              "TORCH_CUDA_ARCH_LIST", "OMP_NUM_THREADS", "CXX", "CC", "MAX_JOBS", "PYTHONUSERBASE", "LANG", "LC_ALL"}
@@ -167,7 +168,7 @@ def _zygote_main(fd):
         if req["op"] == "fork":
             pid = os.fork()
             if pid == 0:
-                _worker_child(ctrl, req, fds[0])
+                _worker_child(ctrl, req, fds[0], me)
             for f in fds:
                 os.close(f)
             workers.add(pid)
@@ -200,14 +201,21 @@ def _zygote_main(fd):
     os._exit(0)
 
 
-def _worker_child(ctrl, req, fd):
-    """In a forked worker: its own session, private cwd/HOME/TMPDIR and environment, stdout/stderr to its log,
-    then judge.main or runner.main on the socket. Never returns."""
+PREAMBLE = 256     # bytes of a worker's first message: how it is confined, padded JSON (Worker reads it first)
+
+
+def _worker_child(ctrl, req, fd, server):
+    """In a forked worker: its own session, private cwd/HOME/TMPDIR and environment, stdout/stderr to its log; a
+    runner then confines itself (sandbox.apply_landlock: writes only in its folder and its candidate's build
+    entries) before anything of the candidate is read; the preamble to the parent (its pid as the parent sees it,
+    through SO_PASSCRED, and the Landlock result), then judge.main or runner.main on the socket. Never returns."""
     import faulthandler, traceback
     try:
         ctrl.close()
         os.setsid()
         _prctl(1, signal.SIGKILL)                                       # PR_SET_PDEATHSIG: die with the server
+        if os.getppid() != server:                                      # the server died before the prctl
+            os._exit(0)
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
@@ -217,11 +225,24 @@ def _worker_child(ctrl, req, fd):
         os.dup2(log, 1)
         os.dup2(log, 2)
         faulthandler.enable()
+        sock = socket.socket(fileno=fd)
+        confined = dict(landlock_ms=None)
+        if req["role"] != "judge" and "landlock" in req.get("layers", ""):
+            try:                                                        # (one thread here: right after the fork)
+                confined["landlock_ms"] = round(sandbox.apply_landlock(
+                    [req["cwd"], req["env"].get("HOME"), req["env"].get("TMPDIR"), req.get("build_dir")],
+                    req.get("writable_files") or ()), 3)
+            except Exception as e:                                      # never run a candidate unconfined silently
+                confined["error"] = f"Landlock: {type(e).__name__}: {e}"[:180]
+        sock.sendall(json.dumps(confined).encode().ljust(PREAMBLE))
+        if "error" in confined:
+            os._exit(0)
         if req["role"] == "judge":
-            judge.main(socket.socket(fileno=fd), req["spec"])
+            judge.main(sock, req["spec"])
         else:
             from harness import buildcache   # here, after the fork: importing cpp_extension touches CUDA
-            runner.main(socket.socket(fileno=fd), req["spec"], buildcache)
+            buildcache.ENTRIES[:] = [req["build_dir"]] if req.get("build_dir") else []
+            runner.main(sock, req["spec"], buildcache)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -240,20 +261,23 @@ class WorkerError(Exception):
 
 
 class _Zygote:
-    def __init__(self):
+    """The fork server process for one sandbox configuration (`layers`: sandbox.layers()) and build root; under
+    bubblewrap when layers has it, with its work folder (self.tmp: every worker's folder, forkserver.work_folder)
+    and the build root bound writable."""
+
+    def __init__(self, layers, build_root):
+        self.layers, self.build_root = layers, build_root
         self.tmp = tempfile.mkdtemp(prefix="cudal1_forkserver_")
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = scrubbed_env(self.tmp)
+        argv = [sys.executable, "-P", os.path.join(HERE, "forkserver.py"), "--_zygote", str(b.fileno())]
+        if "bwrap" in layers:
+            argv = sandbox.bwrap_command(argv, [self.tmp, build_root])
         with open(os.path.join(self.tmp, "log"), "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-P", os.path.join(HERE, "forkserver.py"), "--_zygote",
-                                          str(b.fileno())], pass_fds=[b.fileno()], cwd=self.tmp, env=env,
+            self.proc = subprocess.Popen(argv, pass_fds=[b.fileno()], cwd=self.tmp, env=env,
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         b.close()
-        split = cores.core_split("cuda")               # its forks (and its threads) off the timing cores, whichever
-        if split:                                       # thread of ours started it (cores.core_split)
-            with contextlib.suppress(OSError, ValueError):
-                os.sched_setaffinity(self.proc.pid, split[1])
         self.ctrl, self.lock = a, threading.Lock()
         self.ctrl.settimeout(300)
         try:
@@ -264,9 +288,15 @@ class _Zygote:
             if not isinstance(e, Exception):
                 raise
             raise RuntimeError(f"bench's fork server did not start: {e}; log: {self._log()}") from None
-        if not ready.get("ok"):
+        if not (ready or {}).get("ok"):
+            self.close()
             raise RuntimeError("bench's fork server is unusable: torch refuses CUDA in its forked children (something "
-                               "it imported initialised CUDA)")
+                               f"it imported initialised CUDA) or it did not start; log: {self._log()}")
+        split = cores.core_split("cuda")               # its forks (and its threads) off the timing cores, whichever
+        if split:                                       # thread of ours started it (cores.core_split); under bwrap
+            for pid in _below(self.proc.pid):           # the server is bwrap's grandchild: all of them
+                with contextlib.suppress(OSError, ValueError):
+                    os.sched_setaffinity(pid, split[1])
 
     def _log(self):
         with contextlib.suppress(OSError):
@@ -276,12 +306,15 @@ class _Zygote:
     def alive(self):
         return self.proc.poll() is None
 
-    def fork(self, role, spec, env, cwd, log):
+    def fork(self, role, spec, env, cwd, log, build_dir=None, writable_files=()):
+        """A worker forked; returns (the parent's socket to it, the pid the server knows it by)."""
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)    # the worker's pid as this process sees it
         try:
             with self.lock:
-                socket.send_fds(self.ctrl, [json.dumps(dict(op="fork", role=role, spec=spec, env=env, cwd=cwd,
-                                                            log=log)).encode()], [b.fileno()])
+                socket.send_fds(self.ctrl, [json.dumps(dict(
+                    op="fork", role=role, spec=spec, env=env, cwd=cwd, log=log, layers=self.layers,
+                    build_dir=build_dir, writable_files=list(writable_files))).encode()], [b.fileno()])
                 pid = json.loads(self.ctrl.recv(4096))["pid"]
         finally:
             b.close()
@@ -300,7 +333,7 @@ class _Zygote:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-_ZYGOTE, _ZLOCK = [], threading.Lock()
+_ZYGOTE, _ZLOCK = {}, threading.Lock()
 
 
 def start():
@@ -311,15 +344,26 @@ def start():
     return time.perf_counter() - t
 
 
-def _zygote():
+def _zygote(build_root=None):
+    """The fork server of this sandbox configuration (sandbox.layers()) and, under bubblewrap, of this build root
+    (bound into it); started if not running."""
+    layers = sandbox.layers()
+    key = (layers, runner.default_build_root() if build_root is None else os.path.abspath(build_root)) \
+        if "bwrap" in layers else (layers, None)
     with _ZLOCK:
-        if not _ZYGOTE or not _ZYGOTE[0].alive():
-            _ZYGOTE[:] = [_Zygote()]
-        return _ZYGOTE[0]
+        if key not in _ZYGOTE or not _ZYGOTE[key].alive():
+            _ZYGOTE[key] = _Zygote(layers, key[1] or runner.default_build_root())
+        return _ZYGOTE[key]
+
+
+def work_folder(build_root=None):
+    """A new private folder for one worker (its cwd, HOME and TMPDIR), inside its fork server's work folder: under
+    bubblewrap the only place outside the build root that both this process and the workers see."""
+    return tempfile.mkdtemp(prefix="cudal1_", dir=_zygote(build_root).tmp)
 
 
 def _shutdown():
-    for z in _ZYGOTE:
+    for z in _ZYGOTE.values():
         z.close()
 
 
@@ -332,13 +376,41 @@ class Worker:
     returns is the parent's clock; a reply later than `timeout` s, a dead worker, a malformed
     reply or a process group over the host-memory limit raise WorkerError."""
 
-    def __init__(self, role, spec, env, cwd, start_timeout=120.0):
+    def __init__(self, role, spec, env, cwd, start_timeout=120.0, build_dir=None, writable_files=()):
         self.log, self.t0 = os.path.join(cwd, f"{role}.log"), time.time()
-        self.zygote = _zygote()
-        self.sock, self.pid = self.zygote.fork(role, spec, env, cwd, self.log)
-        self.exit = None
+        self.zygote = _zygote(env.get("CUDAL1_BUILD_ROOT"))
+        self.sock, self.server_pid = self.zygote.fork(role, spec, env, cwd, self.log, build_dir, writable_files)
+        self.pid, self.exit, self.sandbox = self.server_pid, None, "none"
+        self.confined = self._preamble(start_timeout)
         hello, _ = self.ask(None, start_timeout)
         self.start_s = max(0.0, hello.get("t", time.time()) - self.t0) if isinstance(hello.get("t"), float) else None
+
+    def _preamble(self, timeout):
+        """The worker's first message: its Landlock result; its pid in this process's PID namespace (the server's
+        differs under bubblewrap) from the kernel's credentials. Raises WorkerError when it is missing or says the
+        runner could not be confined."""
+        data, pid = b"", None
+        self.sock.settimeout(timeout)
+        try:
+            while len(data) < PREAMBLE:
+                chunk, anc, _, _ = self.sock.recvmsg(PREAMBLE - len(data), socket.CMSG_SPACE(12))
+                if not chunk:
+                    raise WorkerError("dead", f"the worker ended before it started; log: {self.log_tail()}")
+                for level, kind, value in anc:
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and pid is None:
+                        pid = int.from_bytes(value[:4], sys.byteorder)
+                data += chunk
+        except socket.timeout:
+            raise WorkerError("hung", f"no start within {timeout:.0f} s") from None
+        finally:
+            self.sock.settimeout(None)
+        self.pid = pid or self.server_pid
+        confined = json.loads(data)
+        if confined.get("error"):
+            raise WorkerError("dead", f"the runner could not be confined: {confined['error']}")
+        self.sandbox = "+".join(n for n in ("landlock", "bwrap") if n in self.zygote.layers and
+                                (n == "bwrap" or confined.get("landlock_ms") is not None)) or "none"
+        return confined
 
     def cpu_s(self):
         """CPU seconds the worker's live threads have run (Linux schedstat, ns resolution): the clock for CPU
@@ -385,7 +457,7 @@ class Worker:
     def kill(self):
         if self.pid is not None:
             with contextlib.suppress(Exception):
-                self.exit = self.zygote.kill(self.pid)
+                self.exit = self.zygote.kill(self.server_pid)
             self.pid = None
             with contextlib.suppress(Exception):
                 self.sock.close()
@@ -406,7 +478,7 @@ class _Judge:
     """The judge worker of one (device, GPU, build root), shared by every evaluation in this process."""
 
     def __init__(self, device, gpu, build_root):
-        self.tmp = tempfile.mkdtemp(prefix="cudal1_judge_")
+        self.tmp = work_folder(build_root)
         split = cores.core_split(device, gpu)
         spec = dict(device=device, cpus=split and split[0], kernel_eval=kernel_eval.for_worker(device, build_root))
         self.worker = Worker("judge", spec, scrubbed_env(self.tmp, build_root, gpu=gpu), self.tmp)
@@ -424,7 +496,7 @@ def judge_for(device, gpu, build_root):
     """The judge of (device, GPU, build root), started on first use. Started under a lock of its own key: under
     the module's lock, which gpu_lock() takes too, starting it (with the fork server: ~4 s on the H200 box) held
     back every build of evaluate_many's batch."""
-    key = (device, gpu, build_root)
+    key = (device, gpu, build_root, sandbox.layers())      # inside the fork server its runners come from
     with _JLOCK:
         starting = _JSTART.setdefault(key, threading.Lock())
     with starting:

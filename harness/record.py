@@ -18,7 +18,9 @@ Fields (blank() makes them all; harness/session.py fills them in):
   (trivial outputs that pass this task's check, [] none, None unknown), hang_limit_s, exchange (ipc | file: how
   outputs reach the judge), fp32_reference_off ({mismatches, max_rel_err, where}: the output failed isclose against
   the fp32 reference but is as close to the float64 truth as that reference is, so it counts as correct:
-  judge.mismatches_vs64), fallback_checked_in_models (True: ModelNew's builds were checked for a caught failure).
+  judge.mismatches_vs64), fallback_checked_in_models (True: ModelNew's builds were checked for a caught failure),
+  sandbox (the layers that confined the runner: landlock+bwrap | landlock | bwrap | none; harness/sandbox.py; None:
+  no runner started); phase_s["landlock"]: the s the runner took to confine itself.
 """
 import hashlib
 import math
@@ -48,7 +50,7 @@ def blank(task_name, candidate_src, protocol, device):
                 torch_version=torch.__version__, cuda_version=torch.version.cuda, backend_flags=dict(FIXED_FLAGS),
                 compile_s=None, eval_s=None, phase_s={}, input_shapes=None, custom_kernel_calls=None,
                 floor_ms=None, remeasure=None, flags_override=None, precision=None, clock=None, degenerate=None,
-                hang_limit_s=None, exchange=None, fp32_reference_off=None)
+                hang_limit_s=None, exchange=None, fp32_reference_off=None, sandbox=None)
 
 
 def round_toward_one(x):

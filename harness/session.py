@@ -8,7 +8,7 @@ were made ahead), makes ModelNew, runs the correctness trials (each output compa
 timed calls. The runner is then killed, and the verdict compares both sides' claimed times with the parent's clock.
 
 The constants below are the rules of the timing and of the parent's clock, each with what it was measured against."""
-import contextlib, json, math, os, random, shutil, signal, statistics, sys, tempfile, time
+import contextlib, json, math, os, random, shutil, signal, statistics, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:          # the fork server runs with `python -P` (no script folder first on sys.path)
@@ -16,7 +16,7 @@ if ROOT not in sys.path:          # the fork server runs with `python -P` (no sc
 from harness import cores  # noqa: E402
 from harness import kernel_eval  # noqa: E402
 from harness import runner  # noqa: E402
-from harness.forkserver import WorkerError, Worker, drop_judge, scrubbed_env  # noqa: E402
+from harness.forkserver import WorkerError, Worker, drop_judge, scrubbed_env, work_folder  # noqa: E402
 from harness.record import round_toward_one, source_hash  # noqa: E402
 from harness.runner import FIXED_FLAGS  # noqa: E402
 
@@ -104,7 +104,7 @@ class Session:
     def __init__(self, res, task_src, cand_src, options, gpu, lock, judge_worker, live=None):
         self.res, self.options, self.gpu, self.lock, self.live = res, options, gpu, lock, live
         self.judge_worker = judge_worker
-        self.tmp = tempfile.mkdtemp(prefix="cudal1_")
+        self.tmp = work_folder(options.build_root)
         self.cand_src = cand_src
         self.task_src = task_src                          # the judge gets the text itself, never a file a
         self.task_key = source_hash(task_src) + source_hash(json.dumps(   # candidate could rewrite
@@ -189,7 +189,15 @@ class Session:
                     cpus=split and dict(start=split[1], timed=split[0]),
                     kernel_eval=kernel_eval.for_worker(self.options.device, self.options.build_root))
         env = scrubbed_env(folder, self.options.build_root, self.options.arch, self.gpu, extra_env)
-        worker = Worker("runner", spec, env, folder, start_timeout=self.left())
+        build_dir = os.path.join(self.options.build_root or runner.default_build_root(), "candidates",
+                                 source_hash(cand_src))       # its own build entries: the timed runner and its
+        os.makedirs(build_dir, exist_ok=True)                  # build ahead share them, no other candidate does
+        exchange = getattr(self, "exchange_spec", None) or {}  # (a second draw's runner: the file of the first's)
+        worker = Worker("runner", spec, env, folder, start_timeout=self.left(), build_dir=build_dir,
+                        writable_files=[exchange["path"]] if exchange.get("kind") == "file" else [])
+        self.res["sandbox"] = worker.sandbox
+        self.res["phase_s"]["landlock"] = worker.confined.get("landlock_ms") and \
+            round(worker.confined["landlock_ms"] / 1e3, 5)
         if self.live is not None:                         # evaluate_many kills these at an interrupt
             self.live.add(worker)
         return worker
@@ -538,7 +546,7 @@ class Session:
     def restart(self):
         """A second draw: a fresh runner in a fresh folder, the reference timed first again (reference()), then the
         candidate imported and ModelNew made (its builds are cached; its checks already passed)."""
-        folder = tempfile.mkdtemp(prefix="cudal1_")
+        folder = work_folder(self.options.build_root)
         self.folders.append(folder)
         self.runner_worker = self.fork_runner(folder, self.cand_src, self.options.flags_override, 0,
                                               self.options.extra_env)

@@ -59,12 +59,19 @@ CASES = {
 }
 
 
+def cpp_entries(build_root):
+    """The build entries folder of cand_cpp_scale.py (buildcache.ENTRIES in its runners)."""
+    return os.path.join(build_root, "candidates", record.source_hash(src("cand_cpp_scale.py")))
+
+
 def _stale_lock_build(build_root):
-    """Builds CPP_SRC_3X in a fresh process after planting torch's `lock` file in its build folder."""
+    """Builds CPP_SRC_3X in a fresh process, into cand_cpp_scale.py's build entries, after planting torch's `lock`
+    file in its build folder."""
     key = buildcache.build_key(buildcache.inline_args("cudal1_test_scale", CPP_SRC_3X, functions=["scale_shift"]))
-    os.makedirs(os.path.join(build_root, key), exist_ok=True)
-    open(os.path.join(build_root, key, "lock"), "w").close()     # as left by a build killed at its timeout
+    os.makedirs(os.path.join(cpp_entries(build_root), key), exist_ok=True)
+    open(os.path.join(cpp_entries(build_root), key, "lock"), "w").close()     # as left by a build killed at its timeout
     code = (f"import sys; sys.path.insert(0, {ROOT!r}); from harness import buildcache; "
+            f"buildcache.ENTRIES[:] = [{cpp_entries(build_root)!r}]; "
             f"m = buildcache.cached_load_inline(name='cudal1_test_scale', cpp_sources={CPP_SRC_3X!r}, "
             f"functions=['scale_shift']); print(m.__name__)")
     t0 = time.time()
@@ -300,6 +307,7 @@ def test_cli_exit_codes(env):
 def test_second_build_is_a_cache_hit_without_ninja(env, monkeypatch):
     assert env["res"]["cpp"]["status"] == "ok"       # built once, in a child
     monkeypatch.setattr(buildcache.cpp_extension, "load", lambda *a, **k: pytest.fail("ninja build on a cache hit"))
+    monkeypatch.setattr(buildcache, "ENTRIES", [cpp_entries(env["build_root"])])   # that candidate's own entries
     t0 = time.time()
     m = buildcache.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC, functions=["scale_shift"])
     assert time.time() - t0 < 2
@@ -312,6 +320,7 @@ def test_second_build_is_a_cache_hit_without_ninja(env, monkeypatch):
 def test_stale_torch_lock_does_not_hang_and_same_name_never_collides(env, monkeypatch):
     assert env["stale"]["rc"] == 0, env["stale"]["out"][-3000:]
     monkeypatch.setattr(buildcache.cpp_extension, "load", lambda *a, **k: pytest.fail("ninja build on a cache hit"))
+    monkeypatch.setattr(buildcache, "ENTRIES", [cpp_entries(env["build_root"])])
     m2 = buildcache.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC, functions=["scale_shift"])
     m3 = buildcache.cached_load_inline(name="cudal1_test_scale", cpp_sources=CPP_SRC_3X, functions=["scale_shift"])
     assert m2.__name__ != m3.__name__ and m2.__name__.startswith("cudal1_test_scale_")
@@ -615,7 +624,7 @@ def test_evaluate_many_interrupt_waits_for_evaluations_in_flight(tmp_path):
     assert 1 <= n <= 2 and len(seen) == n, seen
 
 
-def test_builds_ahead_run_niced_and_timed_runs_do_not(tmp_path):
+def test_builds_ahead_run_niced_and_timed_runs_do_not(tmp_path, monkeypatch):
     """evaluate_many's builds ahead share the CPUs with timed calls: they run at session.BUILD_NICE (nvcc and ninja
     inherit it), the runner that is timed at the caller's own niceness (a niced runner would be the one preempted)."""
     cand = "import os\nraise RuntimeError(f'niceness={os.nice(0)}')\n"
@@ -625,6 +634,7 @@ def test_builds_ahead_run_niced_and_timed_runs_do_not(tmp_path):
     r = bench.evaluate(TASK, cand, device="cpu", build_root=str(tmp_path), timeout_s=60, static_checks=False)
     assert r["status"] == "runtime_error" and f"niceness={base}" in r["error"], record.summary(r)
     # a batch's builds: each one nicer than the one before it in the queue, so that the first ones land first
+    monkeypatch.setenv("CUDAL1_SANDBOX", "off")         # the candidates write their niceness outside their folders
     log = tmp_path / "nice.txt"
     cands = [f"import os\nopen({str(log)!r}, 'a').write(f'{{os.nice(0)}} {i}\\n')\nraise RuntimeError('x')\n"
              for i in range(3)]

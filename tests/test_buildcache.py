@@ -165,7 +165,7 @@ def test_killed_build_leaves_no_trap_and_concurrent_builds_do_not_collide(tmp_pa
         again = list(pool.map(lambda _: bench.build(cand, device="cpu", build_root=root, timeout_s=600), range(3)))
     assert [r["status"] for r in again] == ["ok"] * 3, again
     assert time.time() - t0 < 590                                          # nobody waited on a dead builder
-    sos = glob.glob(os.path.join(root, "*", "cudal1_test_fault_*.so"))
+    sos = glob.glob(os.path.join(root, "candidates", "*", "*", "cudal1_test_fault_*.so"))   # the candidate's entries
     assert len(sos) == 1, sos
     assert os.path.exists(os.path.join(os.path.dirname(sos[0]), "done"))
 

@@ -3,6 +3,7 @@ GPU's lock, the judge, the parent's timing thread) runs on cores of its own, bui
 the rest.
 Real affinity syscalls and a real forked runner; the split itself from a faked core list."""
 import os
+import pathlib
 import subprocess
 import sys
 import threading
@@ -82,14 +83,15 @@ def test_pinned_moves_only_this_thread_and_restores_it():
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs two usable cores")
-def test_a_forked_runner_starts_on_the_build_cores_and_times_on_the_timing_cores(tmp_path):
-    task, cand = tmp_path / "task.py", tmp_path / "candidate.py"
+def test_a_forked_runner_starts_on_the_build_cores_and_times_on_the_timing_cores():
+    folder = pathlib.Path(forkserver.work_folder())    # a worker's folder: seen inside bubblewrap too
+    task, cand = folder / "task.py", folder / "candidate.py"
     task.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x + 1\n"
                     "def get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n")
     cand.write_text("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + 1\n")
     spec = dict(device="cpu", protocol="strict", task_path=str(task), candidate_path=str(cand), flags_override=None,
                 nice=0, cpus=dict(start=[CPUS[0]], timed=[CPUS[-1]]))
-    w = forkserver.Worker("runner", spec, forkserver.scrubbed_env(str(tmp_path)), str(tmp_path))
+    w = forkserver.Worker("runner", spec, forkserver.scrubbed_env(str(folder)), str(folder))
     try:
         assert os.sched_getaffinity(w.pid) == {CPUS[0]}
         r, _ = w.ask(dict(op="import"), 120)
