@@ -18,6 +18,7 @@ with the temperature and top_p given and nothing else (top_k off, no repetition 
 generation_config says), the distribution whose log-probs the loss takes.
 """
 import copy
+import inspect
 
 import torch
 
@@ -180,7 +181,9 @@ def _continuous(sampler, tok, flat, max_new_tokens, temperature, top_p, stop_at)
     # a KV cache for the whole workload at once, sized by it: left to itself the manager takes 90% of the free memory
     page_size = 256
     num_blocks = sum(-(-(len(i) + max_new_tokens) // page_size) for i in ids) + 1
-    cb_config = ContinuousBatchingConfig(return_logprobs=True, seed=seed, page_size=page_size, num_blocks=num_blocks)
+    size_key = "page_size" if "page_size" in inspect.signature(ContinuousBatchingConfig).parameters else "block_size"
+    cb_config = ContinuousBatchingConfig(return_logprobs=True, seed=seed, num_blocks=num_blocks,
+                                         **{size_key: page_size})  # transformers 5.17 calls it block_size
     results = {}
     with sampler.continuous_batching_context_manager(generation_config=config, continuous_batching_config=cb_config,
                                                      workload_hints=hints, block=True, timeout=5) as manager:
