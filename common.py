@@ -116,15 +116,17 @@ def configure(g, argv=None):
 
 
 def config_block(path):
-    """[(section, [(key, comment)])] of a stage script's config block (the lines between the two "# ----" rules
-    after "# config"): each `key = value  # comment` line, a comment line right below a setting continuing its
+    """[(section, [(key, comment)])] of a script's config block (the lines after "# config", else after the first
+    "# ----" rule, up to the next rule; none: []): each `key = value  # comment` line, a comment line right below a setting continuing its
     comment, a comment line of its own starting a section (the first section is ""). Python's tokenizer finds the
     comments, so a '#' inside a string value is no comment."""
     import io
     import tokenize
     lines = open(path).read().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("# config")) + 1
-    end = next(i for i in range(start, len(lines)) if lines[i].startswith("# ---"))
+    rules = [i for i, line in enumerate(lines) if line.startswith("# ---")]  # (scripts/ may have no "# config")
+    start = next((i + 1 for i, line in enumerate(lines) if line.startswith("# config")),
+                 rules[0] + 1 if rules else len(lines))
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("# ---")), start)
     comments = {}
     for tok in tokenize.generate_tokens(io.StringIO("\n".join(lines[start:end]) + "\n").readline):
         if tok.type == tokenize.COMMENT:

@@ -24,6 +24,18 @@ def test_help_lists_the_settings(script, setting):
     assert "settings (--key=value" in p.stdout and setting in p.stdout, p.stdout[-3000:]
 
 
+def test_config_block_of_a_script_without_a_config_header(tmp_path):
+    """scripts/ write their settings between two "# ----" rules without "# config": --help lists them (it raised
+    StopIteration there); a file with no rule at all has no settings."""
+    import common
+    rules = tmp_path / "rules.py"
+    rules.write_text('"""doc"""\nimport os\n# ------\nmodels = "1.5b"  # which models\nseed = 0\n# ------\nx = 1\n')
+    assert common.config_block(str(rules)) == [("", [("models", "which models"), ("seed", "")])]
+    bare = tmp_path / "bare.py"
+    bare.write_text("x = 1\n")
+    assert common.config_block(str(bare)) == []
+
+
 @pytest.mark.parametrize("script", ["prepare.py", "sft.py", "rl.py", "evaluate.py"])
 def test_help_is_a_screen_with_a_meaning_for_every_setting(script):
     """About one screen; every setting on one line with the comment beside it in the config block,
