@@ -20,7 +20,8 @@ def run(name, fn, new_tokens, reps=1):
             n = fn(new_tokens)
             torch.cuda.synchronize(); dt = time.time() - t0
             res[f"{name}#{r}"] = dict(s=round(dt, 2), tokens=n, tok_s=round(n / dt, 1))
-            print(name, r, res[f"{name}#{r}"], "peak GiB", round(torch.cuda.max_memory_allocated() / 2**30, 1), flush=True)
+            print(name, r, res[f"{name}#{r}"], "peak GiB", round(torch.cuda.max_memory_allocated() / 2**30, 1),
+                  flush=True)
     except Exception:
         traceback.print_exc()
         res[name] = "error"
