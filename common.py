@@ -118,8 +118,8 @@ def configure(g, argv=None):
 def config_block(path):
     """[(section, [(key, comment)])] of a script's config block (the lines after "# config", else after the first
     "# ----" rule, up to the next rule; none: []): each `key = value  # comment` line, a comment line right below a
-    setting continuing its comment, a comment line of its own starting a section (the first section is ""). Python's tokenizer finds the
-    comments, so a '#' inside a string value is no comment."""
+    setting continuing its comment, a comment line of its own starting a section (the first section is ""). Python's
+    tokenizer finds the comments, so a '#' inside a string value is no comment."""
     import io
     import tokenize
     lines = open(path).read().splitlines()
