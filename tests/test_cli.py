@@ -47,7 +47,7 @@ def test_help_is_a_screen_with_a_meaning_for_every_setting(script):
     assert not [k for _, items in blocks for k, c in items if len(c) < 8], "settings without a meaning"
     p = _run(script, "--preset=tiny_cpu", "--help")
     lines = p.stdout.splitlines()
-    assert p.returncode == 0 and len(lines) <= 75, (len(lines), p.stdout)
+    assert p.returncode == 0 and len(lines) <= 80, (len(lines), p.stdout)  # one 80-line terminal
     for title, items in blocks:
         assert not title or f"\n{title}:\n" in p.stdout, title
         for k, comment in items:
