@@ -1,3 +1,5 @@
+# Session 19 added S (sandbox + GPU suite), P (static engine probe), R (rl_scale rows), FIT (80 GB fit table);
+# its calls: results/bench/2026-12-03_s19/COMMANDS.md.
 # The GPU measurements of session 17 of 2026-12-03 (results/bench/2026-12-03_s17/COMMANDS.md, commit 33603f0): T
 # (level3/49 alone: `fallback` with its compiler error, through bench.py and evaluate_many), C6 (the batch from an empty
 # cache 67.7 s, then 47.3 s with the header warm), A (82 passed), D (the demo 353 s). Session 16's are in
@@ -12,6 +14,28 @@ export KERNELBENCH_DIR=$PWD/.kb/kernelbench CUDAL1_SAMPLE_DIR=$PWD/.kb/cudal1_sa
 mkdir -p $OUT/r
 stamp() { while IFS= read -r l; do printf '%(%T)T %s\n' -1 "$l"; done; }   # each line with the wall clock
 case "$1" in
+S)  # session 19 onwards (issues 32, 33): carry .whl (landlockpy wheel, bubblewrap .deb) and .kb. The sandbox's layers
+    # first (the venv's own pip: session 19's plain `pip` missed the venv, so no Landlock mode was found), then the
+    # whole GPU suite under landlock+bwrap (the sandbox, the sampler, FSDP on one GPU, the gate tests when merged)
+    python -m pip install -q --no-deps .whl/landlockpy-*.whl
+    dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
+    python -c "from harness import sandbox; print('sandbox layers:', sandbox.layers())" | tee $OUT/r/sandbox_layers.txt
+    timeout -k 10 ${S_TIMEOUT:-540} python -m pytest -v -rA --durations=20 -p no:cacheprovider -m gpu tests \
+        > $OUT/r/gpu_suite.log 2>&1
+    ;;
+P)  # issue 33 item 2: where the static engine's decode step goes (plain / recorder / stop / sampler), long and short
+    timeout -k 10 300 python scripts/static_decode_probe.py > $OUT/r/static_probe_long.log 2>&1
+    timeout -k 10 200 python scripts/static_decode_probe.py --prompt_pad=0 --new_tokens=256 > $OUT/r/static_probe_short.log 2>&1
+    ;;
+R)  # issue 33 item 6: the table, one model per call (MODELS=0.5b | 1.5b | 3b; 7b with FSDP=--fsdp=True
+    # --master_dtype=bfloat16); the old path on 64-token answers, the static engine on 128-2,048-token answers
+    timeout -k 10 ${R_TIMEOUT:-540} python scripts/rl_scale.py --models=${MODELS:-1.5b} --engines=generate,static \
+        --eval_s=86 $FSDP --out=$OUT/r/rl_scale.jsonl > $OUT/r/rl_scale_${MODELS:-1.5b}.log 2>&1
+    ;;
+FIT) # issue 33 item 5: which 1.5B / 3B / 7B settings fit 80 GB with 30% taken by a stand-in for the sampler
+    timeout -k 10 540 python scripts/rl_scale.py --fit --gradient_checkpointing=on --out=$OUT/r/fit.jsonl \
+        > $OUT/r/fit.log 2>&1
+    ;;
 A)  # issue 11 + 12: the whole GPU suite once more after session 4's fixes (15% overhead slack in the clock check,
     # builds in ModelNew.__init__ made ahead, gemm_div_sum in float64): all 79 cases in one run (461 s in session 4)
     timeout -k 10 ${A_TIMEOUT:-560} python -m pytest -v -s -rA --durations=20 -p no:cacheprovider -m gpu tests/test_bench_gpu.py > $OUT/r/gpu_suite.log 2>&1
