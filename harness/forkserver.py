@@ -230,7 +230,8 @@ def _worker_child(ctrl, req, fd, server):
         if req["role"] != "judge" and "landlock" in req.get("layers", ""):
             try:                                                        # (one thread here: right after the fork)
                 confined["landlock_ms"] = round(sandbox.apply_landlock(
-                    [req["cwd"], req["env"].get("HOME"), req["env"].get("TMPDIR"), req.get("build_dir")],
+                    [req["cwd"], req["env"].get("HOME"), req["env"].get("TMPDIR"), req.get("build_dir")]
+                    + list(req.get("writable_dirs") or ()),
                     req.get("writable_files") or ()), 3)
             except Exception as e:                                      # never run a candidate unconfined silently
                 confined["error"] = f"Landlock: {type(e).__name__}: {e}"[:180]
@@ -306,7 +307,7 @@ class _Zygote:
     def alive(self):
         return self.proc.poll() is None
 
-    def fork(self, role, spec, env, cwd, log, build_dir=None, writable_files=()):
+    def fork(self, role, spec, env, cwd, log, build_dir=None, writable_files=(), writable_dirs=()):
         """A worker forked; returns (the parent's socket to it, the pid the server knows it by)."""
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         a.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)    # the worker's pid as this process sees it
@@ -314,7 +315,8 @@ class _Zygote:
             with self.lock:
                 socket.send_fds(self.ctrl, [json.dumps(dict(
                     op="fork", role=role, spec=spec, env=env, cwd=cwd, log=log, layers=self.layers,
-                    build_dir=build_dir, writable_files=list(writable_files))).encode()], [b.fileno()])
+                    build_dir=build_dir, writable_files=list(writable_files),
+                    writable_dirs=list(writable_dirs))).encode()], [b.fileno()])
                 pid = json.loads(self.ctrl.recv(4096))["pid"]
         finally:
             b.close()
@@ -376,10 +378,11 @@ class Worker:
     returns is the parent's clock; a reply later than `timeout` s, a dead worker, a malformed
     reply or a process group over the host-memory limit raise WorkerError."""
 
-    def __init__(self, role, spec, env, cwd, start_timeout=120.0, build_dir=None, writable_files=()):
+    def __init__(self, role, spec, env, cwd, start_timeout=120.0, build_dir=None, writable_files=(), writable_dirs=()):
         self.log, self.t0 = os.path.join(cwd, f"{role}.log"), time.time()
         self.zygote = _zygote(env.get("CUDAL1_BUILD_ROOT"))
-        self.sock, self.server_pid = self.zygote.fork(role, spec, env, cwd, self.log, build_dir, writable_files)
+        self.sock, self.server_pid = self.zygote.fork(role, spec, env, cwd, self.log, build_dir, writable_files,
+                                                      writable_dirs)
         self.pid, self.exit, self.sandbox = self.server_pid, None, "none"
         self.confined = self._preamble(start_timeout)
         hello, _ = self.ask(None, start_timeout)

@@ -193,8 +193,12 @@ class Session:
                                  source_hash(cand_src))       # its own build entries: the timed runner and its
         os.makedirs(build_dir, exist_ok=True)                  # build ahead share them, no other candidate does
         exchange = getattr(self, "exchange_spec", None) or {}  # (a second draw's runner: the file of the first's)
+        caches = [extra_env[k] for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR") if k in (extra_env or {})]
+        for cache in caches:        # a trusted caller's compile cache (evaluate's baselines; candidates get none):
+            os.makedirs(cache, exist_ok=True)   # writable under Landlock, which allows only existing folders
         worker = Worker("runner", spec, env, folder, start_timeout=self.left(), build_dir=build_dir,
-                        writable_files=[exchange["path"]] if exchange.get("kind") == "file" else [])
+                        writable_files=[exchange["path"]] if exchange.get("kind") == "file" else [],
+                        writable_dirs=caches)
         self.res["sandbox"] = worker.sandbox
         self.res["phase_s"]["landlock"] = worker.confined.get("landlock_ms") and \
             round(worker.confined["landlock_ms"] / 1e3, 5)

@@ -60,9 +60,11 @@ def test_failed_build_is_not_compiled_again(evaluated, monkeypatch):
     r, root = evaluated[:2]
     # the build ahead compiled and failed; the timed runner's ModelNew() read the verdict from the cache
     assert r["phase_s"]["models"] < 3.0, r["phase_s"]
-    failed = [d for d in os.listdir(root) if os.path.exists(os.path.join(root, d, "failed"))]
-    assert len(failed) == 1, os.listdir(root)
+    entries = os.path.join(root, "candidates", record.source_hash(CAND))   # the candidate's own build entries
+    failed = [d for d in os.listdir(entries) if os.path.exists(os.path.join(entries, d, "failed"))]
+    assert len(failed) == 1, os.listdir(entries)
     monkeypatch.setenv("CUDAL1_BUILD_ROOT", root)
+    monkeypatch.setattr(buildcache, "ENTRIES", [entries])                 # as in that candidate's runners
     monkeypatch.setattr(buildcache.cpp_extension, "load", lambda *a, **k: pytest.fail("compiled a known failure"))
     n = len(buildcache.BUILD_FAILURES)
     cpp = CAND.split('CPP = "')[1].split('"\n')[0].encode().decode("unicode_escape")
@@ -244,7 +246,7 @@ def test_a_batch_that_fills_the_build_cores_is_not_split(monkeypatch, tmp_path):
         rs = bench.evaluate_many([(f"t{k}", "", c) for k, c in enumerate(cands[:n])], device="cpu",
                                  build_root=str(tmp_path), build_workers=14, static_checks=False)
         assert [r["status"] for r in rs] == ["compile_error"] * n
-        assert envs == [want] * n and pre == [want is None], (n, envs, pre)
+        assert envs == [want] * n and pre and set(pre) == {want is None}, (n, envs, pre)  # (made once, asked twice)
 
 
 def test_split_declarations_read_plain_functions_only():

@@ -81,7 +81,9 @@ def test_readme_real_run_on_cpu_with_8_ranks(tmp_path):
     log = [json.loads(line) for line in open(run / "rl" / "log.jsonl")]
     assert [h["step"] for h in log] == [0] and log[0]["world_size"] == 8, log
     assert len(set(log[0]["param_checksums"])) == 1, log[0]["param_checksums"]
-    assert log[0]["gen_tokens_per_s"] > 0 and log[0]["peak_memory_gib"] is None and log[0]["grad_norm"] >= 0, log[0]
+    assert log[0]["gen_tokens_per_s"] > 0 and log[0]["peak_memory_gib"] is None, log[0]
+    trained = log[0]["truncated"] < 1  # a tiny model's answers may all run out: masked, nothing trained, no norm
+    assert (log[0]["grad_norm"] is not None) == trained and (not trained or log[0]["grad_norm"] >= 0), log[0]
     samples = [json.loads(line) for line in open(run / "rl" / "samples.jsonl")]
     assert sorted({s["rank"] for s in samples}) == list(range(8)) and len(samples) == 8 * 2
     # evaluate.py: the two models side by side, on the eval split

@@ -18,6 +18,6 @@ def test_sft_speed_runs_on_cpu(tmp_path):
                                                                                   ("tiny", True, "ok")]
     assert all(r["tokens_per_s"] > 0 and r["params_m"] > 0 for r in rows)
     assert p.stdout.count("tok/s") == 2
-    p = subprocess.run([sys.executable, "scripts/sft_speed.py", "--models=7b"], cwd=ROOT, capture_output=True,
+    p = subprocess.run([sys.executable, "scripts/sft_speed.py", "--models=70b"], cwd=ROOT, capture_output=True,
                        text=True)
-    assert p.returncode == 1 and "unknown model '7b'" in p.stderr
+    assert p.returncode == 1 and "unknown model '70b'" in p.stderr
