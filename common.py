@@ -178,7 +178,7 @@ def check_device(device):
     import torch
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         sys.exit(f"error: device={device!r} but no CUDA GPU is visible to torch {torch.__version__}; "
-                 "use --device=cpu (or --preset=tiny_cpu), or install a CUDA build of torch")
+                 "use --gpu=cpu (or --preset=tiny_cpu), or install a CUDA build of torch")
 
 
 def config_keys(g):

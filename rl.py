@@ -21,8 +21,8 @@ Departures from TRL's GRPO and from the paper, one line each:
  - async_rollouts=True samples step k+1 while step k's kernels compile: one update stale (training/rollouts.py);
  - torchrun: ranks evaluate their own prompts, rewards are normalised over all, gradients summed (training/ddp.py);
  - the paper's group size, learning rate, beta, epsilon, bucket width and temperature are unpublished: ours.
-Outputs in out_dir/rl: log.jsonl (a line per step), samples.jsonl, hacks.jsonl, db.json, cache.json, curves.png,
-ckpt/ (the policy and state.pt: --resume=True continues exactly). Only rank 0 writes them.
+Outputs in out_dir/rl: log.jsonl (a line per step), samples.jsonl, hacks.jsonl (once a hack is found), db.json,
+cache.json, curves.png, ckpt/ (the policy and state.pt: --resume=True continues exactly). Only rank 0 writes them.
 """
 import concurrent.futures
 import contextlib
@@ -71,7 +71,7 @@ mask_truncated_completions = True  # no loss on answers cut at max_completion_le
 reward_shape = "speedup"  # speedup | log_speedup (log x < 0 for a slower kernel: needs failure_reward below it)
 failure_reward = 0.0  # reward of a failed answer (format, build, crash, wrong, hack); keep it below every correct
                       # kernel's reward: 0 suits speedup, log_speedup needs a negative one (e.g. -3)
-reward_clip = 1.5  # normalise rewards (over reward_norm's set), then clip to +-reward_clip; 0 disables
+reward_clip = 1.5  # normalise rewards (over reward_norm's set), then clip to +-reward_clip; 0: raw rewards
 reward_norm = "batch"  # batch | group; with scale_rewards="group" the two differ only through the clip
 # exemplars (CUDA-L1 §3: bucket sampling)
 num_exemplars = 2  # kernels with their speedups in each prompt; SFT data and evaluate.py's prompts show 2
@@ -88,7 +88,8 @@ gradient_checkpointing = False  # recompute activations in backward: less memory
 async_rollouts = False  # generate step k+1's rollouts while step k's kernels compile (training/rollouts.py)
 gen_batch_size = 32  # completions per transformers generate() call
 rollout_engine = "auto"  # auto (static on CUDA, else generate) | generate (training weights) | static | continuous
-importance_sampling_cap = 2.0  # TIS: token loss x min(exp(old_logp - sampler_logp), cap), as TRL; 0 = off
+importance_sampling_cap = 2.0  # TIS for a sampling copy (static, continuous, vLLM): token loss x min(exp(old_logp -
+                               # sampler_logp), cap), as TRL; 0 = off; idle with generate (the trainer samples)
 use_vllm = False  # sample with a colocated vLLM engine (TRL colocate mode); not yet run on this project's GPU machine
 vllm_gpu_memory_utilization = 0.3  # the GPU memory share vLLM may take; training needs the rest
 vllm_max_model_len = 0  # prompt + completion tokens vLLM reserves KV cache for; 0 = the model's maximum
