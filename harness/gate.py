@@ -71,11 +71,13 @@ class Page:
 
 class Times:
     """perf_counter_ns stamps of one gated call: send, armed (None: the deadline opened the gate), gate, done (None:
-    the reply came without it), reply; stale_ns: the poll gap around DONE."""
-    __slots__ = ("send", "armed", "gate", "done", "reply", "stale_ns")
+    the reply came without it), reply; stale_ns: the poll gap around DONE; event_ms: the runner's CUDA-event figure
+    (a diagnostic)."""
+    __slots__ = ("send", "armed", "gate", "done", "reply", "stale_ns", "event_ms")
 
     def __init__(self, send):
         self.send, self.armed, self.gate, self.done, self.reply, self.stale_ns = send, None, None, None, None, 0
+        self.event_ms = None
 
 
 def _readable(sock):
@@ -97,6 +99,7 @@ def timed_ask(worker, page, cmd, arm_ns, timeout, mem_limit=None):
             break
         if now >= arm_by:
             break
+        os.sched_yield()                            # a thread that shares this core (the runner's) runs first
     times.gate = time.perf_counter_ns()
     words[GATE] = cid
     last, polls, end_by = times.gate, 0, times.send + int(timeout * 1e9)
@@ -107,10 +110,11 @@ def timed_ask(worker, page, cmd, arm_ns, timeout, mem_limit=None):
             times.done, times.stale_ns = now, now - last
             break
         last, polls = now, polls + 1
+        os.sched_yield()
         if polls % _SOCKET_EVERY == 0 and (_readable(worker.sock) or now > end_by):
             break                                   # a reply (an error) or a hang without DONE
     while times.done is not None and not _readable(worker.sock) and time.perf_counter_ns() < end_by:
-        pass                                        # the reply's arrival, busy-polled (no wake-up latency)
+        os.sched_yield()                            # the reply's arrival, busy-polled (no wake-up latency)
     times.reply = time.perf_counter_ns()
     reply, _ = worker.ask(None, max(0.001, (end_by - times.reply) / 1e9), mem_limit)
     return reply, times
@@ -142,7 +146,8 @@ class Calibration:
     def summary(self, rows):
         """The record's clock fields of gated calls `rows` (Times)."""
         tails = [self.call_ms(t)[1] for t in rows if t.done is not None]
-        return dict(kind="gate", fixed_ms=round(self.fixed / 1e6, 5), pre_ms=round(self.pre / 1e6, 5),
+        events = [t.event_ms for t in rows if t.event_ms is not None]
+        return dict(kind="gate", event_ms=round(statistics.median(events), 5) if events else None, fixed_ms=round(self.fixed / 1e6, 5), pre_ms=round(self.pre / 1e6, 5),
                     gap_ms=round(self.gap / 1e6, 5), late_arms=sum(t.armed is None for t in rows),
                     tails=sum(x > 0 for x in tails), tail_ms=round(sum(tails), 5),
                     stale=sum(t.stale_ns > STALE_US * 1e3 for t in rows), calls=len(rows))
@@ -223,11 +228,12 @@ class RunnerGate:
         start.record(stream)
         out = model(*inputs)
         end.record(stream)
-        try:
-            flat = exchange.copy([x for x in leaves(out) if isinstance(x, torch.Tensor)], stream.cuda_stream)
-        except ValueError:
-            flat = None
-        acc = kernel_eval.checksum_start(flat) if flat else None
+        with torch.cuda.stream(stream):            # the gated stream, whatever the model left current
+            try:
+                flat = exchange.copy([x for x in leaves(out) if isinstance(x, torch.Tensor)], stream.cuda_stream)
+            except ValueError:
+                flat = None
+            acc = kernel_eval.checksum_start(flat) if flat else None
         _cu(drv["cuStreamWriteValue32"](stream.cuda_stream, self.dptr + 4 * DONE, call_id, 0x0), "write")
         self.words[ARMED] = call_id
         torch.cuda.synchronize()                   # the whole device: work left on other streams delays the reply
@@ -253,6 +259,7 @@ class SessionGate:
         arm_ns = self.calib.arm_ns if self.calib else int(ARM_FIRST_MS * 1e6)
         reply, t = timed_ask(worker, self.page, cmd, arm_ns, timeout, mem_limit)
         self.rows.append(t)
+        t.event_ms = reply.get("ms") if isinstance(reply.get("ms"), (int, float)) else None
         if self.calib is not None and reply.get("ok"):
             reply = dict(reply, event_ms=reply.get("ms"), ms=self.calib.call_ms(t)[0])
         return reply, (t.reply - t.send) / 1e9
