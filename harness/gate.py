@@ -147,7 +147,8 @@ class Calibration:
         """The record's clock fields of gated calls `rows` (Times)."""
         tails = [self.call_ms(t)[1] for t in rows if t.done is not None]
         events = [t.event_ms for t in rows if t.event_ms is not None]
-        return dict(kind="gate", event_ms=round(statistics.median(events), 5) if events else None, fixed_ms=round(self.fixed / 1e6, 5), pre_ms=round(self.pre / 1e6, 5),
+        return dict(kind="gate", event_ms=round(statistics.median(events), 5) if events else None,
+                    fixed_ms=round(self.fixed / 1e6, 5), pre_ms=round(self.pre / 1e6, 5),
                     gap_ms=round(self.gap / 1e6, 5), late_arms=sum(t.armed is None for t in rows),
                     tails=sum(x > 0 for x in tails), tail_ms=round(sum(tails), 5),
                     stale=sum(t.stale_ns > STALE_US * 1e3 for t in rows), calls=len(rows))

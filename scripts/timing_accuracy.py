@@ -130,7 +130,8 @@ def main():
         s, k = row["strict"], row["kernelbench"]
         lines.append(f"| {size} | {row['ref_dev_us']:.1f} | {row['cand_dev_us']:.1f} | {row['true_ratio']:.3f} | "
                      f"{f(s['speedup'], '.3f')} | {f(row['strict_err_pct'], '+.1f')}% | {f(k['speedup'], '.3f')} | "
-                     f"{f(row['kernelbench_err_pct'], '+.1f')}% | {f(s['ref_ms'], '.4f')} | {f(s['cand_ms'], '.4f')} |" +
+                     f"{f(row['kernelbench_err_pct'], '+.1f')}% | {f(s['ref_ms'], '.4f')} | "
+                     f"{f(s['cand_ms'], '.4f')} |" +
                      ("" if a.clock != "gate" else
                       f" {f(row['strict_gate']['speedup'], '.3f')} | {f(row['strict_gate_err_pct'], '+.1f')}% | "
                       f"{f(row['strict_gate']['cand_ms'], '.4f')} | "
