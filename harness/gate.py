@@ -173,6 +173,7 @@ def _driver():
             fn = getattr(lib, name + "_v2", None) or getattr(lib, name)
             fn.argtypes, fn.restype = args, ctypes.c_int
             fns[name] = fn
+        lib.cuInit(0)                               # (torch did it already in a runner on a GPU: harmless)
         lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
         fns["error"] = lib.cuGetErrorString
         _DRIVER.append(fns)

@@ -193,6 +193,28 @@ def test_a_reply_without_done_is_named(fake):
         sg.ask(worker, dict(op="call", fake=dict(no_done=True, work=0.001)), 10.0)
 
 
+def test_the_page_reaches_a_forked_runner(tmp_path):
+    """The memfd travels with the fork request (forkserver); the runner maps it and gets as far as the driver, which
+    this machine lacks (on a GPU the `gate` command pins it)."""
+    from harness import forkserver
+    folder = forkserver.work_folder()
+    task = os.path.join(folder, "task.py")
+    with open(task, "w") as f:
+        f.write("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+                "def get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n")
+    spec = dict(device="cpu", protocol="strict", task_path=task, candidate_path=task, flags_override=None, nice=0)
+    page = gate.Page()
+    w = forkserver.Worker("runner", spec, forkserver.scrubbed_env(folder), folder, gate_fd=page.fd)
+    try:
+        r, _ = w.ask(dict(op="gate"), 120)
+        print("runner's gate reply:", r)
+        assert r["ok"] or any(w in r["error"] for w in ("libcuda", "CUresult")), \
+            f"the page did not reach the driver call: {r}"            # (a CPU runner on a GPU box: no context)
+    finally:
+        w.kill()
+        page.close()
+
+
 # ------------------------------------------------------------------------------------------------ on a GPU
 
 SLEEP_TASK = '''import torch
