@@ -418,8 +418,12 @@ class Worker:
         return confined
 
     def send(self, cmd):
-        """A command sent without waiting for its reply (gate.timed_ask polls its gate meanwhile, then ask(None))."""
-        runner.send(self.sock, cmd)
+        """A command sent without waiting for its reply (gate.timed_ask polls its gate meanwhile, then ask(None));
+        WorkerError("dead") when the worker is gone."""
+        try:
+            runner.send(self.sock, cmd)
+        except (ConnectionError, BrokenPipeError):
+            raise WorkerError("dead", "the process ended without a reply") from None
 
     def cpu_s(self):
         """CPU seconds the worker's live threads have run (Linux schedstat, ns resolution): the clock for CPU
