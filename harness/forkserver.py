@@ -425,6 +425,14 @@ class Worker:
         except (ConnectionError, BrokenPipeError):
             raise WorkerError("dead", "the process ended without a reply") from None
 
+    def check_memory(self, mem_limit):
+        """Raises WorkerError("memory") when the worker's process group holds more than mem_limit bytes (None: no
+        limit)."""
+        rss = _group_rss(self.pid) if mem_limit else 0
+        if rss > mem_limit:
+            raise WorkerError("memory", f"host memory {rss / 2 ** 30:.1f} GiB over the limit of "
+                                        f"{mem_limit / 2 ** 30:.1f} GiB (CUDAL1_MEM_LIMIT_GB)")
+
     def cpu_s(self):
         """CPU seconds the worker's live threads have run (Linux schedstat, ns resolution): the clock for CPU
         evaluations, which load on the machine does not inflate (a busy 2-core box adds ~10 ms to a 35 ms call)."""
@@ -450,11 +458,7 @@ class Worker:
                 r, _, _ = select.select([self.sock], [], [], min(left, 0.5))
                 if r:
                     break
-                if mem_limit:
-                    rss = _group_rss(self.pid)
-                    if rss > mem_limit:
-                        raise WorkerError("memory", f"host memory {rss / 2 ** 30:.1f} GiB over the limit of "
-                                                    f"{mem_limit / 2 ** 30:.1f} GiB (CUDAL1_MEM_LIMIT_GB)")
+                self.check_memory(mem_limit)
             self.sock.settimeout(max(1.0, deadline - time.perf_counter()))
             reply = runner.recv(self.sock)
         except socket.timeout:

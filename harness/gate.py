@@ -16,11 +16,12 @@ the reference output's layout, in the same runner before the candidate is import
 DONE beyond the null's by more than GAP_TOL_US (work left on any stream, or a DONE written early from the host: the
 runner's device-wide sync before the reply waits for it). A poll that lost the CPU (GIL, OS) between two reads around
 DONE is counted as read (it only lengthens the call) and counted in the record (`stale`).
-Bound per call (nothing of it needs a claim): a DONE forged early gains <= GAP_TOL_US; work launched on a side stream
-before the gate opens gains <= HOST_ALLOWANCE_US (the strict spin's bound). Not covered: work precomputed between the
-inputs' making and the gate (next step: a pool of input sets, the one used chosen inside the window), outputs left
-unfinished on calls the judge does not check (as with every clock here: one checked call per round). On the CPU device
-the gate does not apply (the runner's CPU time counts, harness/README.md).
+Bound per call (nothing of it needs a claim): a DONE forged early gains <= GAP_TOL_US; work done before the gate
+opens (a side stream, the gate word written by the runner itself, work fused with the inputs' making) gains
+<= pre_ms + HOST_ALLOWANCE_US, pre_ms (recorded: the null's send-to-armed time) holding the inputs' making, the flush
+and a sync; a pool of input sets, the one used chosen inside the window, would take pre_ms out (next step). Not
+covered: outputs left unfinished on calls the judge does not check (as with every clock here: one per round).
+On the CPU device the gate does not apply (the runner's CPU time counts, harness/README.md).
 """
 import contextlib, ctypes, mmap, os, select, statistics, time
 
@@ -36,6 +37,7 @@ STALE_US = 20.0                      # a poll gap around DONE above this marks t
 NULL_WARMUP, NULL_CALLS = 3, 15        # the null model's calls: warm-up, then those that calibrate the fixed costs
 ARM_FIRST_MS = 50.0                  # the arming deadline before the null calibrated it (warm-up: lazy loading)
 _SOCKET_EVERY = 1024                 # polls of DONE between two looks at the runner's socket (a reply without DONE)
+SLOW_NS = 1_000_000_000              # after this long DONE is polled every 0.5 ms (0.05% of such a call), not busily
 
 
 def requested(options):
@@ -102,17 +104,22 @@ def timed_ask(worker, page, cmd, arm_ns, timeout, mem_limit=None):
         os.sched_yield()                            # a thread that shares this core (the runner's) runs first
     times.gate = time.perf_counter_ns()
     words[GATE] = cid
-    last, polls, end_by = times.gate, 0, times.send + int(timeout * 1e9)
+    last, polls, end_by, replied = times.gate, 0, times.send + int(timeout * 1e9), False
     while True:
         seen = words[DONE] == cid
         now = time.perf_counter_ns()
         if seen:
             times.done, times.stale_ns = now, now - last
             break
+        if replied or now > end_by:
+            break                                   # a reply without DONE (an error), or a hang
         last, polls = now, polls + 1
-        os.sched_yield()
-        if polls % _SOCKET_EVERY == 0 and (_readable(worker.sock) or now > end_by):
-            break                                   # a reply (an error) or a hang without DONE
+        if now - times.gate < SLOW_NS:
+            os.sched_yield()
+            replied = polls % _SOCKET_EVERY == 0 and _readable(worker.sock)
+        else:                                       # a long call: polled every 0.5 ms, its host memory watched
+            worker.check_memory(mem_limit)
+            replied = bool(select.select([worker.sock], [], [], 0.0005)[0])
     while times.done is not None and not _readable(worker.sock) and time.perf_counter_ns() < end_by:
         os.sched_yield()                            # the reply's arrival, busy-polled (no wake-up latency)
     times.reply = time.perf_counter_ns()

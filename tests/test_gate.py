@@ -122,6 +122,9 @@ class FakeWorker:
     def send(self, cmd):
         runner.send(self.sock, cmd)
 
+    def check_memory(self, mem_limit):
+        pass
+
     def ask(self, cmd, timeout, mem_limit=None):
         assert cmd is None
         r, _, _ = select.select([self.sock], [], [], timeout)
@@ -176,6 +179,14 @@ def test_early_done_and_late_reply_are_charged(fake):
     print(f"2 ms, then 20 ms left after DONE: counted {ms:.3f} ms")
     assert ms > 20.0, f"work left after DONE was not charged: {ms} ms"
     assert sg.calib.summary(sg.rows)["tails"] >= 6
+
+
+def test_a_long_call_is_polled_slowly_and_still_timed(fake, monkeypatch):
+    sg, worker = fake
+    monkeypatch.setattr(gate, "SLOW_NS", 2 * MS)          # past 2 ms: DONE looked at every 0.5 ms
+    ms = median_ms(sg, worker, n=3, work=0.015)
+    print(f"15 ms of work polled slowly after 2 ms: {ms:.3f} ms")
+    assert abs(ms - 15.0) < 1.5, ms
 
 
 def test_a_runner_that_never_arms_is_opened_at_the_deadline(fake):
