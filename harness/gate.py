@@ -275,17 +275,23 @@ class SessionGate:
 
     def calibrate(self, session):
         """The null model's gated calls in session's runner (its ask, rng, hang), before the candidate is imported:
-        the fixed costs every later call is counted against. Raises RuntimeError when the null model fails."""
+        the fixed costs every later call is counted against. Returns False, with `error` set, when the null model's
+        calls fail (e.g. the driver refuses a stream operation): then claims count."""
         r, _ = session.ask(dict(op="models", reference=True, null=True))
         start = len(self.rows)
         for _ in range(NULL_WARMUP + NULL_CALLS):
             if r.get("ok"):
                 r, _ = session.ask(dict(op="call", seed=session.rng.randrange(2 ** 31), protocol="strict"),
                                    session.hang)
-        if not r.get("ok"):
-            raise RuntimeError(f"the gate's null model failed: {r.get('error')}")
-        self.calib = Calibration(self.rows[start + NULL_WARMUP:])
+        try:
+            if not r.get("ok"):
+                raise RuntimeError(f"the null model's gated call failed: {r.get('error')}")
+            self.calib = Calibration(self.rows[start + NULL_WARMUP:])
+        except RuntimeError as e:
+            self.error = str(e)[:300]
+            return False
         self.null_rows, self.rows = self.rows[start:], []
+        return True
 
     def record(self, n_ref):
         """The record's clock fields: the candidate's gated calls (after the reference's first n_ref), and the

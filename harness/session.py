@@ -432,8 +432,8 @@ class Session:
             now = time.perf_counter()
             parts[name], t = round(now - t, 3), now
         try:
-            if self.clock_kind == "gate":                 # a null model's calls: the gate's fixed costs (gate.py)
-                self.gate.calibrate(self)
+            if self.clock_kind == "gate" and not self.gate.calibrate(self):   # a null model's calls: the gate's
+                self.clock_kind = "wall"                  # fixed costs (gate.py); refused: claims count, and say why
             r, _ = self.ask(dict(op="models", reference=True))
             if not r["ok"]:
                 raise _Stop("crash", None, f"the task's Model failed: {r['error']}", "TaskError")
