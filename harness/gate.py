@@ -37,15 +37,17 @@ STALE_US = 20.0                      # a poll gap around DONE above this marks t
 NULL_WARMUP, NULL_CALLS = 3, 15        # the null model's calls: warm-up, then those that calibrate the fixed costs
 ARM_FIRST_MS = 50.0                  # the arming deadline before the null calibrated it (warm-up: lazy loading)
 _SOCKET_EVERY = 1024                 # polls of DONE between two looks at the runner's socket (a reply without DONE)
+HOST_ENV = "CUDAL1_GATE_HOST"       # set: the CPU device gets the gate too, the runner's host playing the stream
 SLOW_NS = 1_000_000_000              # after this long DONE is polled every 0.5 ms (0.05% of such a call), not busily
 
 
 def requested(options):
-    """True when options (options.Options) ask for the gate and it can apply: a GPU, the strict protocol, timed calls
-    (not check_only, not a build ahead). $CUDAL1_CLOCK ("claims" | "gate") overrides options.clock."""
+    """True when options (options.Options) ask for the gate and it can apply: a GPU (or the CPU device with HOST_ENV
+    set: RunnerGate's host stand-in, for tests), the strict protocol, timed calls (not check_only, not a build ahead).
+    $CUDAL1_CLOCK ("claims" | "gate") overrides options.clock."""
     clock = os.environ.get("CUDAL1_CLOCK") or options.clock
-    return clock == "gate" and options.device != "cpu" and options.protocol == "strict" and \
-        not (options.build_only or options.check_only)
+    return clock == "gate" and (options.device != "cpu" or bool(os.environ.get(HOST_ENV))) and \
+        options.protocol == "strict" and not (options.build_only or options.check_only)
 
 
 class Page:
@@ -207,12 +209,17 @@ class NullModel:
 
 class RunnerGate:
     """The runner's side: the page (fd from the parent) mapped and pinned (cuMemHostRegister DEVICEMAP|PORTABLE),
-    its device address, an L2 flush buffer. Raises RuntimeError where the driver refuses (no stream memory ops)."""
+    its device address, an L2 flush buffer. Raises RuntimeError where the driver refuses (no stream memory ops) or
+    the output exchange is not CUDA IPC. On the CPU device (HOST_ENV) the host plays the stream."""
 
-    def __init__(self, fd, dev):
-        self.dev = dev
+    def __init__(self, fd, dev, exchange):
+        self.dev, self.host = dev, dev.type != "cuda"
         self.mm = mmap.mmap(fd, PAGE)
         self.words = memoryview(self.mm).cast("I")
+        if self.host:
+            return
+        if exchange is None or exchange.ptr is None:
+            raise RuntimeError("the output exchange is not CUDA IPC (a file): no gate")
         torch.zeros(1, device=dev)                             # the primary context, current on this thread
         host = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
         drv = _driver()
@@ -229,6 +236,8 @@ class RunnerGate:
         Returns (ms by CUDA events on the stream from the gate to the model's return: a diagnostic, never counted;
         checksum; memory orders of the leaves; the output); checksum and orders None when the output does not fit
         the judge's layout (the judge names the mismatch from the output's meta)."""
+        if self.host:
+            return self._host_call(model, inputs, call_id, exchange, leaves)
         drv, stream = _driver(), torch.cuda.current_stream(self.dev)
         kernel_eval.l2_flush(self.flush_buf)
         torch.cuda.synchronize()
@@ -249,6 +258,21 @@ class RunnerGate:
         if acc is None:
             return start.elapsed_time(end), None, None, out
         return start.elapsed_time(end), kernel_eval.checksum_value(acc), exchange.orders, out
+
+    def _host_call(self, model, inputs, call_id, exchange, leaves):
+        """call() on the CPU device, the host in the stream's place: armed, the gate awaited, the model, the output
+        delivered, DONE. It tests the protocol's plumbing end to end; a host can forge every word, so it is no clock
+        to trust (hence opt-in by HOST_ENV alone)."""
+        self.words[ARMED] = call_id
+        while self.words[GATE] < call_id:
+            os.sched_yield()
+        out = model(*inputs)
+        try:
+            flat = exchange.copy([x for x in leaves(out) if isinstance(x, torch.Tensor)])
+        except ValueError:
+            flat = None
+        self.words[DONE] = call_id
+        return 0.0, None if flat is None else kernel_eval.checksum(flat), exchange.orders, out
 
 
 # ------------------------------------------------------------------------------------------ the parent's side

@@ -545,7 +545,7 @@ def _handle(cmd, state, spec, dev):
         state["ex"] = Exchange(cmd["spec"])
         return dict(ok=True)
     if op == "gate":                      # the page the parent handed over at the fork, pinned (gate.py)
-        state["gate"] = gate.RunnerGate(spec["gate_fd"], dev)
+        state["gate"] = gate.RunnerGate(spec["gate_fd"], dev, state["ex"])
         return dict(ok=True)
     if op == "trial":
         inputs = make_inputs(state["task"], cmd["seed"], dev)

@@ -297,7 +297,7 @@ class Session:
         self.res["exchange"] = ex["spec"]["kind"]
         self.exchange_spec = ex["spec"]
         if self.gate is not None:                         # the runner pins the gate's page (no CUDA IPC: no gate)
-            r, _ = self.ask(dict(op="gate")) if ex["spec"]["kind"] == "ipc" else (dict(ok=False, error="no IPC"), 0)
+            r, _ = self.ask(dict(op="gate"))
             self.clock_kind, self.gate.error = ("gate", None) if r["ok"] else (self.clock_kind, r["error"])
         self.lap("setup")
 
@@ -549,7 +549,7 @@ class Session:
                     res.update(kept)      # a pass drawn again counts its lower speedup: no re-roll to gain from
                 return
             hacks = [k for k, _ in self.hacks]
-            near = not hacks and c["excess_ms"] > CLOCK_RETRY_FROM * c["limit_ms"]      # a pass close to the limit
+            near = self.clock_kind == "wall" and not hacks and c["excess_ms"] > CLOCK_RETRY_FROM * c["limit_ms"]
             if self.clock_kind != "wall" or not (near or (hacks == ["clock_mismatch"] and
                                                          c["excess_ms"] <= CLOCK_RETRY_BELOW * c["limit_ms"])):
                 return
