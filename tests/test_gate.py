@@ -191,11 +191,11 @@ def test_a_long_call_is_polled_slowly_and_still_timed(fake, monkeypatch):
 
 def test_a_runner_that_never_arms_is_opened_at_the_deadline(fake):
     sg, worker = fake
-    reply, wall = sg.ask(worker, dict(op="call", fake=dict(arm=False, work=0.005)), 10.0)
-    t = sg.rows[-1]
-    assert t.armed is None and t.gate - t.send >= sg.calib.arm_ns, "the gate opened before the arming deadline"
-    assert abs(reply["ms"] - 5.0) < 1.5, reply["ms"]
-    assert sg.calib.summary(sg.rows)["late_arms"] == 1
+    ms = median_ms(sg, worker, n=3, arm=False, work=0.005)
+    assert all(t.armed is None and t.gate - t.send >= sg.calib.arm_ns for t in sg.rows), \
+        "the gate opened before the arming deadline"
+    assert abs(ms - 5.0) < 2.0, ms
+    assert sg.calib.summary(sg.rows)["late_arms"] == 3
 
 
 def test_a_reply_without_done_is_named(fake):
@@ -250,6 +250,52 @@ def test_an_evaluation_through_the_host_gate(monkeypatch, extra_ms):
 
 
 # ------------------------------------------------------------------------------------------------ on a GPU
+
+class _LocalExchange:
+    """Exchange's surface that RunnerGate.call uses, into a tensor of this process (no CUDA IPC needed)."""
+
+    def __init__(self, like):
+        self.buf, self.orders = like.clone(), [None]
+
+    def copy(self, tensors, stream=None):
+        self.buf.copy_(tensors[0])                         # on the current stream: RunnerGate.call made it the gated one
+        return [self.buf]
+
+
+@pytest.mark.gpu
+def test_gate_smoke_in_one_process():
+    """The driver side alone, before any evaluation: the memfd page pinned, a wait and a write queued on torch's
+    current stream, the gate opened from this thread while another runs RunnerGate.call. Prints each stamp."""
+    import threading
+    import torch
+    page = gate.Page()
+    dev = torch.device("cuda")
+    x = torch.rand(1024, device=dev)
+    rg = gate.RunnerGate(page.fd, dev, type("Ex", (), {"ptr": 1})())
+    print("pinned: device address", hex(rg.dptr), "stream", torch.cuda.current_stream().cuda_stream)
+    rate = _cycles_per_us()
+    ex = _LocalExchange(x)
+    for us in (0, 200):
+        model = (lambda t: t * 2.0) if us == 0 else (lambda t: (torch.cuda._sleep(int(us * rate)), t * 2.0)[1])
+        for call_id in range(10 * (us + 1), 10 * (us + 1) + 5):
+            done = {}
+            worker = threading.Thread(target=lambda: done.update(r=rg.call(model, [x], call_id, ex, runner.leaves)))
+            t_send = time.perf_counter_ns()
+            worker.start()
+            while page.words[gate.ARMED] != call_id and time.perf_counter_ns() - t_send < 2e9:
+                pass
+            t0 = time.perf_counter_ns()
+            page.words[gate.GATE] = call_id
+            while page.words[gate.DONE] != call_id and time.perf_counter_ns() - t0 < 2e9:
+                pass
+            t1 = time.perf_counter_ns()
+            worker.join(10)
+            ms, cs, _, out = done["r"]
+            print(f"kernel {us} us, call {call_id}: armed after {(t0 - t_send) / 1e3:.1f} us, gate to DONE "
+                  f"{(t1 - t0) / 1e3:.1f} us, events {ms * 1e3:.1f} us, checksum {cs}")
+            assert page.words[gate.DONE] == call_id and torch.equal(out, x * 2.0)
+    page.close()
+
 
 SLEEP_TASK = '''import torch
 import torch.nn as nn
