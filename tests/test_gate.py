@@ -166,7 +166,7 @@ def test_interval_matches_the_delay(fake):
     for work_ms in (5.0, 20.0):
         ms = median_ms(sg, worker, work=work_ms / 1e3)
         print(f"fake device work {work_ms} ms: gate measured {ms:.3f} ms (fixed {sg.calib.fixed / MS:.4f} ms)")
-        assert abs(ms - work_ms) < max(1.0, 0.1 * work_ms), f"{ms} ms measured for {work_ms} ms"
+        assert abs(ms - work_ms) < max(2.0, 0.1 * work_ms), f"{ms} ms measured for {work_ms} ms"
     assert sg.calib.summary(sg.rows)["late_arms"] == 0
 
 
@@ -244,7 +244,8 @@ def test_an_evaluation_through_the_host_gate(monkeypatch, extra_ms):
     c = r["clock"] or {}
     print(f"extra {extra_ms} ms: {r['status']} speedup {r['speedup']} ref_ms {r['ref_ms']} cand_ms {r['cand_ms']} "
           f"clock {c} error {r['error']}")
-    assert r["status"] == "ok" and c.get("kind") == "gate" and c["calls"] > 0 and c["fixed_ms"] > 0, r
+    assert r["status"] == "ok" and c.get("kind") == "gate" and c["calls"] > 0 and c["fixed_ms"] > 0, \
+        (r["status"], r["error"], c)
     if extra_ms:
         assert r["cand_ms"] > r["ref_ms"] + 0.6 * extra_ms, "the candidate's extra time was not counted"
 
