@@ -429,7 +429,7 @@ class Worker:
         """Raises WorkerError("memory") when the worker's process group holds more than mem_limit bytes (None: no
         limit)."""
         rss = _group_rss(self.pid) if mem_limit else 0
-        if rss > mem_limit:
+        if mem_limit and rss > mem_limit:
             raise WorkerError("memory", f"host memory {rss / 2 ** 30:.1f} GiB over the limit of "
                                         f"{mem_limit / 2 ** 30:.1f} GiB (CUDAL1_MEM_LIMIT_GB)")
 

@@ -69,6 +69,15 @@ def test_calibration_counts_gate_to_done_less_the_null():
     assert (s["kind"], s["late_arms"], s["tails"], s["stale"], s["calls"]) == ("gate", 1, 1, 1, 2), s
 
 
+def test_worker_memory_check_without_a_limit():
+    from harness import forkserver
+    worker = forkserver.Worker.__new__(forkserver.Worker)
+    worker.pid = os.getpgrp()                             # (a worker leads its own process group)
+    worker.check_memory(None)                             # no limit: nothing to compare (the judge's asks)
+    with pytest.raises(forkserver.WorkerError, match="over the limit"):
+        worker.check_memory(1)
+
+
 def test_options_clock_is_opt_in(monkeypatch):
     monkeypatch.delenv("CUDAL1_CLOCK", raising=False)
     assert options.make().clock == "claims"
