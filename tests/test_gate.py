@@ -268,7 +268,7 @@ class _LocalExchange:
         self.buf, self.orders = like.clone(), [None]
 
     def copy(self, tensors, stream=None):
-        self.buf.copy_(tensors[0])                         # on the current stream: RunnerGate.call made it the gated one
+        self.buf.copy_(tensors[0])   # on the current stream: the gated one (RunnerGate.call)
         return [self.buf]
 
 
