@@ -255,9 +255,10 @@ class RunnerGate:
         _cu(drv["cuStreamWriteValue32"](stream.cuda_stream, self.dptr + 4 * DONE, call_id, 0x0), "write")
         self.words[ARMED] = call_id
         torch.cuda.synchronize()                   # the whole device: work left on other streams delays the reply
-        if acc is None:
+        if flat is None:
             return start.elapsed_time(end), None, None, out
-        return start.elapsed_time(end), kernel_eval.checksum_value(acc), exchange.orders, out
+        cs = kernel_eval.checksum_value(acc) if flat else 0          # no tensor leaf: the sum of nothing
+        return start.elapsed_time(end), cs, exchange.orders, out
 
     def _host_call(self, model, inputs, call_id, exchange, leaves):
         """call() on the CPU device, the host in the stream's place: armed, the gate awaited, the model, the output
