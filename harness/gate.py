@@ -280,11 +280,18 @@ class RunnerGate:
 
 class SessionGate:
     """The gate of one evaluation (session.Session): its page, the calibration, every gated call's Times (rows:
-    the reference's then the candidate's, once calibrated). error: why the runner could not arm it (then claims
-    count), or None."""
+    the reference's then the candidate's, once calibrated). why: the reason the runner could not arm it or its
+    calibration failed (then claims count), or None."""
 
     def __init__(self):
-        self.page, self.calib, self.rows, self.null_rows, self.error = Page(), None, [], [], None
+        self.page, self.calib, self.rows, self.null_rows, self.why = Page(), None, [], [], None
+
+    def arm(self, session):
+        """The runner pins the page (its `gate` command, after the output exchange is open). Returns False, with
+        `why` set, where it cannot (no CUDA IPC, the driver refuses)."""
+        r, _ = session.ask(dict(op="gate"))
+        self.why = None if r["ok"] else r["error"]
+        return bool(r["ok"])
 
     def ask(self, worker, cmd, timeout, mem_limit=None):
         """One gated call: (reply, wall s from the send to the reply). Once calibrated, reply["ms"] is the counted
@@ -300,7 +307,7 @@ class SessionGate:
 
     def calibrate(self, session):
         """The null model's gated calls in session's runner (its ask, rng, hang), before the candidate is imported:
-        the fixed costs every later call is counted against. Returns False, with `error` set, when the null model's
+        the fixed costs every later call is counted against. Returns False, with `why` set, when the null model's
         calls fail (e.g. the driver refuses a stream operation): then claims count."""
         r, _ = session.ask(dict(op="models", reference=True, null=True))
         start = len(self.rows)
@@ -313,7 +320,7 @@ class SessionGate:
                 raise RuntimeError(f"the null model's gated call failed: {r.get('error')}")
             self.calib = Calibration(self.rows[start + NULL_WARMUP:])
         except RuntimeError as e:
-            self.error = str(e)[:300]
+            self.why = str(e)[:300]
             return False
         self.null_rows, self.rows = self.rows[start:], []
         return True

@@ -296,9 +296,7 @@ class Session:
                 raise _Stop("crash", None, "cannot share an output buffer with the judge: " + r["error"], "Exchange")
         self.res["exchange"] = ex["spec"]["kind"]
         self.exchange_spec = ex["spec"]
-        if self.gate is not None:                         # the runner pins the gate's page (no CUDA IPC: no gate)
-            r, _ = self.ask(dict(op="gate"))
-            self.clock_kind, self.gate.error = ("gate", None) if r["ok"] else (self.clock_kind, r["error"])
+        self.clock_kind = "gate" if self.gate is not None and self.gate.arm(self) else self.clock_kind   # (gate.py)
         self.lap("setup")
 
     def check(self, seed, reply, timed):
@@ -503,14 +501,12 @@ class Session:
                 self.hacks.append(("impossible_time", f"cand_ms {res['cand_ms']:.4g} is below the physical floor "
                                                       f"{res['floor_ms']:.4g} ms"))
         if self.clock_kind == "gate":                     # no claim counted, so none to check
-            res["clock"] = self.gate.record(WARMUP + len(self.ref_sets[0]))
-            return
+            return res.update(clock=self.gate.record(WARMUP + len(self.ref_sets[0])))
         claimed = counted["claimed_ms"]
         excess = stat([w * 1e3 - m for cs in self.cand_sets + pool_c for _, m, w in cs]) - over
         limit = max(WALL_ABS_MS[options.device], WALL_REL[options.device] * claimed, WALL_OVER[options.device] * over)
         res["clock"] = dict(excess_ms=round(excess, 5), overhead_ms=round(over, 5), limit_ms=round(limit, 5),
-                            claimed_ms=round(claimed, 5), kind=self.clock_kind,
-                            gate_error=self.gate and self.gate.error)
+                            claimed_ms=round(claimed, 5), kind=self.clock_kind, gate_error=self.gate and self.gate.why)
         if os.environ.get("CUDAL1_CLOCK_TRACE"):          # each timed call's (claimed ms, wall ms): diag_clock.py
             res["clock"]["trace"] = {side: [(round(m, 5), round(w * 1e3, 5)) for s_ in sets for _, m, w in s_]
                                      for side, sets in (("cand", self.cand_sets), ("ref", self.ref_sets))}
