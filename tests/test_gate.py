@@ -195,7 +195,7 @@ def test_a_long_call_is_polled_slowly_and_still_timed(fake, monkeypatch):
     monkeypatch.setattr(gate, "SLOW_NS", 2 * MS)          # past 2 ms: DONE looked at every 0.5 ms
     ms = median_ms(sg, worker, n=3, work=0.015)
     print(f"15 ms of work polled slowly after 2 ms: {ms:.3f} ms")
-    assert abs(ms - 15.0) < 1.5, ms
+    assert abs(ms - 15.0) < 2.5, ms
 
 
 def test_a_runner_that_never_arms_is_opened_at_the_deadline(fake):
