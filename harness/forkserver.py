@@ -166,6 +166,8 @@ def _zygote_main(fd):
             break
         req = json.loads(data)
         if req["op"] == "fork":
+            if len(fds) > 1:                                          # the gate's page (gate.Page), the runner's
+                req["spec"]["gate_fd"] = fds[1]                       # by this number after the fork
             pid = os.fork()
             if pid == 0:
                 _worker_child(ctrl, req, fds[0], me)
@@ -307,8 +309,9 @@ class _Zygote:
     def alive(self):
         return self.proc.poll() is None
 
-    def fork(self, role, spec, env, cwd, log, build_dir=None, writable_files=(), writable_dirs=()):
-        """A worker forked; returns (the parent's socket to it, the pid the server knows it by)."""
+    def fork(self, role, spec, env, cwd, log, build_dir=None, writable_files=(), writable_dirs=(), gate_fd=None):
+        """A worker forked; returns (the parent's socket to it, the pid the server knows it by). gate_fd: a
+        gate.Page's memfd, passed to the worker with its socket."""
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         a.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)    # the worker's pid as this process sees it
         try:
@@ -316,7 +319,8 @@ class _Zygote:
                 socket.send_fds(self.ctrl, [json.dumps(dict(
                     op="fork", role=role, spec=spec, env=env, cwd=cwd, log=log, layers=self.layers,
                     build_dir=build_dir, writable_files=list(writable_files),
-                    writable_dirs=list(writable_dirs))).encode()], [b.fileno()])
+                    writable_dirs=list(writable_dirs))).encode()],
+                    [b.fileno()] + ([gate_fd] if gate_fd is not None else []))
                 pid = json.loads(self.ctrl.recv(4096))["pid"]
         finally:
             b.close()
@@ -378,11 +382,12 @@ class Worker:
     returns is the parent's clock; a reply later than `timeout` s, a dead worker, a malformed
     reply or a process group over the host-memory limit raise WorkerError."""
 
-    def __init__(self, role, spec, env, cwd, start_timeout=120.0, build_dir=None, writable_files=(), writable_dirs=()):
+    def __init__(self, role, spec, env, cwd, start_timeout=120.0, build_dir=None, writable_files=(), writable_dirs=(),
+                 gate_fd=None):
         self.log, self.t0 = os.path.join(cwd, f"{role}.log"), time.time()
         self.zygote = _zygote(env.get("CUDAL1_BUILD_ROOT"))
         self.sock, self.server_pid = self.zygote.fork(role, spec, env, cwd, self.log, build_dir, writable_files,
-                                                      writable_dirs)
+                                                      writable_dirs, gate_fd)
         self.pid, self.exit, self.sandbox = self.server_pid, None, "none"
         self.confined = self._preamble(start_timeout)
         hello, _ = self.ask(None, start_timeout)
@@ -415,6 +420,22 @@ class Worker:
                                 (n == "bwrap" or confined.get("landlock_ms") is not None)) or "none"
         return confined
 
+    def send(self, cmd):
+        """A command sent without waiting for its reply (gate.timed_ask polls its gate meanwhile, then ask(None));
+        WorkerError("dead") when the worker is gone."""
+        try:
+            runner.send(self.sock, cmd)
+        except (ConnectionError, BrokenPipeError):
+            raise WorkerError("dead", "the process ended without a reply") from None
+
+    def check_memory(self, mem_limit):
+        """Raises WorkerError("memory") when the worker's process group holds more than mem_limit bytes (None: no
+        limit)."""
+        rss = _group_rss(self.pid) if mem_limit else 0
+        if mem_limit and rss > mem_limit:
+            raise WorkerError("memory", f"host memory {rss / 2 ** 30:.1f} GiB over the limit of "
+                                        f"{mem_limit / 2 ** 30:.1f} GiB (CUDAL1_MEM_LIMIT_GB)")
+
     def cpu_s(self):
         """CPU seconds the worker's live threads have run (Linux schedstat, ns resolution): the clock for CPU
         evaluations, which load on the machine does not inflate (a busy 2-core box adds ~10 ms to a 35 ms call)."""
@@ -440,11 +461,7 @@ class Worker:
                 r, _, _ = select.select([self.sock], [], [], min(left, 0.5))
                 if r:
                     break
-                if mem_limit:
-                    rss = _group_rss(self.pid)
-                    if rss > mem_limit:
-                        raise WorkerError("memory", f"host memory {rss / 2 ** 30:.1f} GiB over the limit of "
-                                                    f"{mem_limit / 2 ** 30:.1f} GiB (CUDAL1_MEM_LIMIT_GB)")
+                self.check_memory(mem_limit)
             self.sock.settimeout(max(1.0, deadline - time.perf_counter()))
             reply = runner.recv(self.sock)
         except socket.timeout:

@@ -288,17 +288,25 @@ def checksum(tensors, chunk=CHUNK):
     tensors = list(tensors)
     if not tensors or not all(t.is_cuda for t in tensors):
         return checksum_torch(tensors, chunk)
-    dev = tensors[0].device
-    acc = torch.zeros(4, dtype=torch.int64, device=dev)
-    index, stream = _where(dev)
-    keep = []
+    return checksum_value(checksum_start(tensors))
+
+
+def checksum_start(tensors):
+    """checksum()'s kernels queued on the current stream over CUDA `tensors` (none read back: no synchronisation);
+    returns their accumulator (int64, 4 words), for checksum_value once the stream has passed them."""
+    acc = torch.zeros(4, dtype=torch.int64, device=tensors[0].device)
+    index, stream = _where(tensors[0].device)
     for t in tensors:
         t = t.detach()
         if not t.is_contiguous():
-            t = t.contiguous()
-        keep.append(t)                       # alive until the kernels ran
+            t = t.contiguous()               # (the caching allocator keeps its memory until the stream passed it)
         _ck(lib().cudal1_checksum(index, t.data_ptr(), t.numel() * t.element_size(), acc.data_ptr(), stream),
             "checksum")
+    return acc
+
+
+def checksum_value(acc):
+    """The checksum (an int) from checksum_start's accumulator (reads it back: synchronises its stream)."""
     nbytes, lo16, hi16, neg = (v % (1 << 64) for v in acc.tolist())     # the uint64 bits of each sum
     return nbytes + 3 * (lo16 + (hi16 << 16) - (neg << 32))
 

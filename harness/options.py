@@ -10,6 +10,7 @@ from harness.runner import FIXED_FLAGS
 
 PROTOCOLS = ("strict", "kernelbench", "cudal1")
 PROTOCOL_TRIALS = dict(strict=5, kernelbench=5, cudal1=10)     # default num_correct_trials per protocol
+CLOCKS = ("claims", "gate")        # what a timed call's time comes from (Options.clock)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +29,9 @@ class Options:
     candidate's own code, the reference keeping FIXED_FLAGS (trusted baselines, static_checks=False); extra_env:
     variables for the candidate's process, e.g. a shared TORCHINDUCTOR_CACHE_DIR (trusted baselines);
     reference_only: the reference's timed calls alone (ref_ms = cand_ms, speedup 1.0; the candidate is neither built
-    nor imported: evaluate.py's eager baseline).
+    nor imported: evaluate.py's eager baseline); clock: "claims" (the runner's per-call times, checked against the
+    parent's clock) or "gate" (the parent's own clock through a gate on the runner's stream, harness/gate.py: the
+    strict protocol on a GPU only; elsewhere claims count; $CUDAL1_CLOCK overrides).
     Set by bench.py itself, never by a caller: build_only (import the candidate, make ModelNew on the meta device,
     stop: a build ahead) and build_nice (that runner's niceness; None = session.BUILD_NICE)."""
     device: str = "cuda"
@@ -48,11 +51,12 @@ class Options:
     reference_only: bool = False
     build_only: bool = False
     build_nice: int | None = None
+    clock: str = "claims"
 
 
 def make(device="cuda", protocol="strict", atol=1e-2, rtol=1e-2, num_correct_trials=None, timeout_s=300.0,
          arch=None, build_root=None, static_checks=True, time_budget_s=2.0, remeasure_above=3.0, check_only=False,
-         flags_override=None, extra_env=None, reference_only=False) -> Options:
+         flags_override=None, extra_env=None, reference_only=False, clock="claims") -> Options:
     """Options from bench.evaluate's keywords (Options's docstring), checked. Raises ValueError for a bad value and
     TypeError for an unknown keyword."""
     if protocol not in PROTOCOLS:
@@ -64,6 +68,8 @@ def make(device="cuda", protocol="strict", atol=1e-2, rtol=1e-2, num_correct_tri
         raise ValueError(f"flags_override keys must be among {sorted(FIXED_FLAGS)}, not {sorted(bad)}")
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cuda' or 'cpu', not {device!r}")
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {CLOCKS}, not {clock!r}")
     if reference_only and check_only:
         raise ValueError("reference_only times the reference; check_only times nothing: pass one of them")
     return Options(device=device, protocol=protocol, atol=atol, rtol=rtol, timeout_s=float(timeout_s), arch=arch,
@@ -71,4 +77,4 @@ def make(device="cuda", protocol="strict", atol=1e-2, rtol=1e-2, num_correct_tri
                    build_root=os.path.abspath(build_root) if build_root else runner.default_build_root(),
                    time_budget_s=time_budget_s, remeasure_above=remeasure_above, check_only=check_only,
                    flags_override=dict(flags_override) if flags_override else None, extra_env=extra_env,
-                   reference_only=reference_only)
+                   reference_only=reference_only, clock=clock)

@@ -35,6 +35,7 @@ import numpy
 import torch
 
 from harness import cores
+from harness import gate
 from harness import kernel_eval
 
 buildcache = None   # the buildcache module, handed to main() by the fork server after the fork: importing
@@ -297,6 +298,11 @@ class Exchange:
         """Copies the output's tensor leaves into the buffer; returns their checksum (computed here, inside the
         call's wall-clock window: the judge recomputes it from what it reads, so content written after the reply,
         e.g. by a thread or a lazily computed answer, shows as a mismatch)."""
+        return checksum(self.copy(tensors))
+
+    def copy(self, tensors, stream=None):
+        """The copies of write(), synchronous, or queued on CUDA `stream` (a handle: gate.py); returns the flat
+        tensors copied. Raises ValueError when the output does not fit the layout."""
         lay = self.spec["layout"]
         if len(tensors) != len(lay):
             raise ValueError(f"{len(tensors)} output tensors, expected {len(lay)}")
@@ -308,7 +314,10 @@ class Exchange:
             if t.numel() * t.element_size() != nbytes:
                 raise ValueError(f"output of {t.numel() * t.element_size()} bytes, expected {nbytes}")
             flat.append(t)
-            if self.ptr is not None and t.is_cuda:
+            if self.ptr is not None and t.is_cuda and stream is not None:
+                _ck(cudart().cudaMemcpyAsync(ctypes.c_void_p(self.ptr + off), ctypes.c_void_p(t.data_ptr()),
+                                             ctypes.c_size_t(nbytes), 3, ctypes.c_void_p(stream)), "cudaMemcpyAsync")
+            elif self.ptr is not None and t.is_cuda:
                 torch.cuda.synchronize()
                 _ck(cudart().cudaMemcpy(ctypes.c_void_p(self.ptr + off), ctypes.c_void_p(t.data_ptr()),
                                         ctypes.c_size_t(nbytes), 3), "cudaMemcpy")   # 3: device to device
@@ -316,7 +325,7 @@ class Exchange:
                 with open(self.spec["path"], "r+b") as f:
                     f.seek(off)
                     f.write(t.cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
-        return checksum(flat)
+        return flat
 
     def close(self):
         if self.ptr is not None and self.spec["kind"] == "ipc":
@@ -529,10 +538,14 @@ def _handle(cmd, state, spec, dev):
         with torch.no_grad():
             set_flags(FIXED_FLAGS if state["reference"] else state["flags"])
             cls = state["task"].Model if state["reference"] else state["cand"].ModelNew
-            state["model"] = build_model(state["task"], cls, dev)
+            state["model"] = gate.NullModel(state["ex"].spec["layout"], dev) if cmd.get("null") else \
+                build_model(state["task"], cls, dev)      # null: gate.py's fixed costs, before the candidate
         return dict(ok=True, flags=get_flags(), build_failures=buildcache.BUILD_FAILURES[:3])
     if op == "exchange":
         state["ex"] = Exchange(cmd["spec"])
+        return dict(ok=True)
+    if op == "gate":                      # the page the parent handed over at the fork, pinned (gate.py)
+        state["gate"] = gate.RunnerGate(spec["gate_fd"], dev, state["ex"])
         return dict(ok=True)
     if op == "trial":
         inputs = make_inputs(state["task"], cmd["seed"], dev)
@@ -564,9 +577,12 @@ def _handle(cmd, state, spec, dev):
             seed = cmd["seed"]
             inputs = state["inputs"][1] if seed == state["inputs"][0] else make_inputs(state["task"], seed, dev)
             state["inputs"] = (seed, inputs) if spec["protocol"] == "kernelbench" else (None, None)
-            if state["clock"] is None:                    # made here, under the GPU's lock: its calibration
+            if state["clock"] is None and "call_id" not in cmd:   # made here, under the GPU's lock: its calibration
                 state["clock"] = Clock(dev, spec["protocol"])  # runs GPU work
             set_flags(FIXED_FLAGS if state.get("reference") else state["flags"])
+            if cmd.get("call_id") is not None:        # timed by the parent through the gate: ms is not counted
+                ms, cs, order, out = state["gate"].call(state["model"], inputs, cmd["call_id"], state["ex"], leaves)
+                return dict(ok=True, ms=ms, checksum=cs, order=order, meta=meta(out))
             ms, out = state["clock"].call(state["model"], inputs)
             cs, order = _deliver(state, out)
             return dict(ok=True, ms=ms, checksum=cs, order=order, meta=meta(out))

@@ -14,6 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:          # the fork server runs with `python -P` (no script folder first on sys.path)
     sys.path.append(ROOT)
 from harness import cores  # noqa: E402
+from harness import gate  # noqa: E402
 from harness import kernel_eval  # noqa: E402
 from harness import runner  # noqa: E402
 from harness.forkserver import WorkerError, Worker, drop_judge, scrubbed_env, work_folder  # noqa: E402
@@ -116,7 +117,8 @@ class Session:
         self.deadline = time.perf_counter() + options.timeout_s
         self.mem_limit = float(os.environ.get("CUDAL1_MEM_LIMIT_GB") or MEM_LIMIT_GB) * 2 ** 30
         self.mark = time.perf_counter()
-        self.clock_kind = "cpu" if options.device == "cpu" else "wall"
+        self.clock_kind = "cpu" if options.device == "cpu" else "wall"   # "gate" once the runner armed it (setup())
+        self.gate = gate.SessionGate() if gate.requested(options) else None
 
     def timing_cpus(self):
         """This GPU's timing cores (cores.core_split), or None."""
@@ -140,8 +142,11 @@ class Session:
         op = cmd["op"]
         limit = min(timeout or self.left(), self.left())
         try:
-            reply, wall = self.runner_worker.ask(cmd, limit, self.mem_limit,
-                                                 clock=self.clock_kind if op == "call" else "wall")
+            gated = op == "call" and self.clock_kind == "gate"     # the parent's clock through the gate (gate.py)
+            reply, wall = self.gate.ask(self.runner_worker, cmd, limit, self.mem_limit) if gated else \
+                self.runner_worker.ask(cmd, limit, self.mem_limit, clock=self.clock_kind if op == "call" else "wall")
+        except ValueError as e:                           # a gated call's reply without its DONE word
+            raise _Stop("hack", "clock_mismatch", f"{e}: the runner's stream operations were tampered with")
         except WorkerError as e:
             self.runner_worker.kill()
             tail = self.runner_worker.log_tail()
@@ -198,7 +203,7 @@ class Session:
             os.makedirs(cache, exist_ok=True)   # writable under Landlock, which allows only existing folders
         worker = Worker("runner", spec, env, folder, start_timeout=self.left(), build_dir=build_dir,
                         writable_files=[exchange["path"]] if exchange.get("kind") == "file" else [],
-                        writable_dirs=caches)
+                        writable_dirs=caches, gate_fd=self.gate and self.gate.page.fd)
         self.res["sandbox"] = worker.sandbox
         self.res["phase_s"]["landlock"] = worker.confined.get("landlock_ms") and \
             round(worker.confined["landlock_ms"] / 1e3, 5)
@@ -294,6 +299,7 @@ class Session:
                 raise _Stop("crash", None, "cannot share an output buffer with the judge: " + r["error"], "Exchange")
         self.res["exchange"] = ex["spec"]["kind"]
         self.exchange_spec = ex["spec"]
+        self.clock_kind = "gate" if self.gate is not None and self.gate.arm(self) else self.clock_kind   # (gate.py)
         self.lap("setup")
 
     def check(self, seed, reply, timed):
@@ -427,6 +433,8 @@ class Session:
             now = time.perf_counter()
             parts[name], t = round(now - t, 3), now
         try:
+            if self.clock_kind == "gate" and not self.gate.calibrate(self):   # a null model's calls: the gate's
+                self.clock_kind = "wall"                  # fixed costs (gate.py); refused: claims count, and say why
             r, _ = self.ask(dict(op="models", reference=True))
             if not r["ok"]:
                 raise _Stop("crash", None, f"the task's Model failed: {r['error']}", "TaskError")
@@ -495,11 +503,13 @@ class Session:
             if res["floor_ms"] > 0.02 and res["cand_ms"] < res["floor_ms"]:
                 self.hacks.append(("impossible_time", f"cand_ms {res['cand_ms']:.4g} is below the physical floor "
                                                       f"{res['floor_ms']:.4g} ms"))
+        if self.clock_kind == "gate":                     # no claim counted, so none to check
+            return res.update(clock=self.gate.record(WARMUP + len(self.ref_sets[0])))
         claimed = counted["claimed_ms"]
         excess = stat([w * 1e3 - m for cs in self.cand_sets + pool_c for _, m, w in cs]) - over
         limit = max(WALL_ABS_MS[options.device], WALL_REL[options.device] * claimed, WALL_OVER[options.device] * over)
         res["clock"] = dict(excess_ms=round(excess, 5), overhead_ms=round(over, 5), limit_ms=round(limit, 5),
-                            claimed_ms=round(claimed, 5), kind=self.clock_kind)
+                            claimed_ms=round(claimed, 5), kind=self.clock_kind, gate_error=self.gate and self.gate.why)
         if os.environ.get("CUDAL1_CLOCK_TRACE"):          # each timed call's (claimed ms, wall ms): diag_clock.py
             res["clock"]["trace"] = {side: [(round(m, 5), round(w * 1e3, 5)) for s_ in sets for _, m, w in s_]
                                      for side, sets in (("cand", self.cand_sets), ("ref", self.ref_sets))}
@@ -538,7 +548,7 @@ class Session:
                     res.update(kept)      # a pass drawn again counts its lower speedup: no re-roll to gain from
                 return
             hacks = [k for k, _ in self.hacks]
-            near = not hacks and c["excess_ms"] > CLOCK_RETRY_FROM * c["limit_ms"]      # a pass close to the limit
+            near = self.clock_kind == "wall" and not hacks and c["excess_ms"] > CLOCK_RETRY_FROM * c["limit_ms"]
             if self.clock_kind != "wall" or not (near or (hacks == ["clock_mismatch"] and
                                                          c["excess_ms"] <= CLOCK_RETRY_BELOW * c["limit_ms"])):
                 return
@@ -623,6 +633,7 @@ class Session:
                 t.join()
             for folder in [self.tmp] + self.folders:
                 shutil.rmtree(folder, ignore_errors=True)
+
         if self.hacks:
             before, said = res["status"], res["error"]
             res.update(status="hack", hack=self.hacks[0][0])

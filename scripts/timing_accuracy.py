@@ -8,7 +8,8 @@ torch.profiler's kernel records (CUPTI, every stream) of each model in this proc
 every call as bench does; a call's device time is the sum of its kernels' durations (the span from its first
 kernel's start to its last kernel's end, which adds the gaps where the GPU waited for the host, is recorded too).
 bench.evaluate then times each pair
-under "strict" and "kernelbench". Also the fixed cost of one strict call: runner.Clock on a call that launches one
+under "strict" and "kernelbench" (with --clock=gate also under strict with clock="gate", harness/gate.py: the old
+and the new clock side by side). Also the fixed cost of one strict call: runner.Clock on a call that launches one
 empty-ish kernel (1 float), against that kernel's own device time. Prints a markdown table (also in --out's .md).
 """
 import argparse, json, os, statistics, sys, time
@@ -82,6 +83,8 @@ def main():
     ap.add_argument("--out", required=True, help="JSON file to write (and a .md beside it)")
     ap.add_argument("--sizes_kib", default=",".join(map(str, SIZES_KIB)))
     ap.add_argument("--time_budget_s", type=float, default=0.5)
+    ap.add_argument("--clock", choices=("claims", "gate"), default="claims",
+                    help="gate: also time each pair under strict with clock='gate' (harness/gate.py), a column beside")
     a = ap.parse_args()
     dev = torch.device("cuda")
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
@@ -92,7 +95,7 @@ def main():
     one = torch.rand(1, device=dev)
     fixed = [clock.call(lambda t: t * 0.75, [one])[0] * 1e3 for _ in range(50)]
     tiny_dev, _, _ = device_spans_us(lambda t: t * 0.75, one, flush)
-    jobs = []
+    jobs, protos = [], ("strict", "kernelbench") + (("strict_gate",) if a.clock == "gate" else ())
     for kib in map(int, a.sizes_kib.split(",")):
         n = kib * 1024 // 4
         ref_mod = {}
@@ -104,16 +107,20 @@ def main():
         cand_us, cand_span, k2 = device_spans_us(cand_mod["ModelNew"]().forward, x, flush)
         rows.append(dict(kib=kib, n=n, ref_dev_us=ref_us, cand_dev_us=cand_us, true_ratio=ref_us / cand_us,
                          ref_span_us=ref_span, cand_span_us=cand_span, profiled_calls=min(k1, k2)))
-        for proto in ("strict", "kernelbench"):
-            jobs.append((f"{kib}KiB_{proto}", TASK.format(n=n), CAND, dict(protocol=proto)))
+        for proto in protos:
+            jobs.append((f"{kib}KiB_{proto}", TASK.format(n=n), CAND, dict(protocol=proto.split("_")[0],
+                                                                             clock="gate" if "_gate" in proto else
+                                                                             "claims")))
     t0 = time.time()
     res = bench.evaluate_many(jobs, device="cuda", time_budget_s=a.time_budget_s, progress=True)
     by = {j[0]: r for j, r in zip(jobs, res)}
     lines = ["| input | ref device us | cand device us | device-time ratio | strict speedup | strict error | "
-             "kernelbench speedup | kernelbench error | strict ref_ms | strict cand_ms |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "kernelbench speedup | kernelbench error | strict ref_ms | strict cand_ms |" +
+             (" gate speedup | gate error | gate cand_ms | gate fixed_ms |" if a.clock == "gate" else ""),
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" +
+             (" ---: | ---: | ---: | ---: |" if a.clock == "gate" else "")]
     for row in rows:
-        for proto in ("strict", "kernelbench"):
+        for proto in protos:
             r = by[f"{row['kib']}KiB_{proto}"]
             row[proto] = dict(status=r["status"], speedup=r["speedup"], ref_ms=r["ref_ms"], cand_ms=r["cand_ms"],
                               clock=r.get("clock"), error=(r["error"] or "")[:200])
@@ -123,14 +130,23 @@ def main():
         s, k = row["strict"], row["kernelbench"]
         lines.append(f"| {size} | {row['ref_dev_us']:.1f} | {row['cand_dev_us']:.1f} | {row['true_ratio']:.3f} | "
                      f"{f(s['speedup'], '.3f')} | {f(row['strict_err_pct'], '+.1f')}% | {f(k['speedup'], '.3f')} | "
-                     f"{f(row['kernelbench_err_pct'], '+.1f')}% | {f(s['ref_ms'], '.4f')} | {f(s['cand_ms'], '.4f')} |")
+                     f"{f(row['kernelbench_err_pct'], '+.1f')}% | {f(s['ref_ms'], '.4f')} | "
+                     f"{f(s['cand_ms'], '.4f')} |" +
+                     ("" if a.clock != "gate" else
+                      f" {f(row['strict_gate']['speedup'], '.3f')} | {f(row['strict_gate_err_pct'], '+.1f')}% | "
+                      f"{f(row['strict_gate']['cand_ms'], '.4f')} | "
+                      f"{f((row['strict_gate']['clock'] or {}).get('fixed_ms'), '.4f')} |"))
     fixed_line = (f"Fixed cost of one strict call (runner.Clock, 50 calls of a 1-float kernel): median "
                   f"{statistics.median(fixed):.2f} us measured vs {tiny_dev:.2f} us of device time "
                   f"(+{statistics.median(fixed) - tiny_dev:.2f} us; target <= +5 us).")
     ok = [r for r in rows if r["cand_dev_us"] >= 20 and r["strict_err_pct"] is not None]
     worst = max((abs(r["strict_err_pct"]) for r in ok), default=None)
+    gate_ok = [r for r in rows if r["cand_dev_us"] >= 20 and r.get("strict_gate_err_pct") is not None]
+    worst_gate = max((abs(r["strict_gate_err_pct"]) for r in gate_ok), default=None)
     summary = (f"SUMMARY timing accuracy: kernels >= 20 us: worst strict error "
                f"{'n/a' if worst is None else f'{worst:.1f}%'} over {len(ok)} sizes (target <= 5%); "
+               + (f"worst strict clock=gate error {'n/a' if worst_gate is None else f'{worst_gate:.1f}%'} over "
+                  f"{len(gate_ok)} sizes; " if a.clock == "gate" else "") +
                f"{fixed_line} bench time {time.time() - t0:.0f} s; {torch.cuda.get_device_name(dev)}")
     text = "\n".join(lines + ["", fixed_line, "", summary])
     print(text)
