@@ -39,6 +39,7 @@ def verdict(device, cand, ref):
     """session.Session.verdict on one candidate set and one reference set of (claimed ms, clock ms) calls (as in
     test_verdict.py): (the record's clock dict, the hack kinds named)."""
     s = object.__new__(session.Session)
+    s.gate = None  # the claims clock (Session.__init__ sets it)
     s.options, s.res, s.task_info, s.hacks = Options(device=device, protocol="strict"), {}, {}, []
     s.clock_kind = "cpu" if device == "cpu" else "wall"
     s.cand_sets = [[(0, m, w / 1e3) for m, w in cand]]
@@ -77,6 +78,7 @@ def test_cpu_counted_time_floor_uses_the_overhead_share():
     # on the same clock (excess 17.8 ms: also named) counts as 19.8 ms
     for claimed, counted, hacks in ((20.0, 20.0, []), (12.0, 19.8, ["clock_mismatch"])):
         s = object.__new__(session.Session)
+        s.gate = None  # the claims clock (Session.__init__ sets it)
         s.options, s.res, s.task_info, s.hacks = Options(device="cpu", protocol="strict"), {}, {}, []
         s.clock_kind, s.pool = "cpu", None
         s.cand_sets = [[(0, claimed, (20.0 + 40.0 + 9.8) / 1e3)] * 5]

@@ -17,6 +17,7 @@ def verdict(device, cand, ref, protocol="strict", first=None):
     """The record verdict() writes for one candidate set and one reference set of (claimed ms, clock ms) calls;
     `first` = (cand, ref) of a first draw that measure() measured again."""
     s = object.__new__(session.Session)
+    s.gate = None  # the claims clock (Session.__init__ sets it)
     s.options, s.res, s.task_info, s.hacks = Options(device=device, protocol=protocol), {}, {}, []
     s.clock_kind = "cpu" if device == "cpu" else "wall"
     s.cand_sets = [[(0, m, w / 1e3) for m, w in cand]]
@@ -101,6 +102,7 @@ def measured(attempts, hacks_before=(), clock_kind="wall"):
     """Session.measure() over scripted attempts: each (excess ms, limit ms) is what one measurement's verdict finds
     (a clock_mismatch when excess > limit). Returns the final hacks, the clock record and the restarts made."""
     s = object.__new__(session.Session)
+    s.gate = None  # the claims clock (Session.__init__ sets it)
     s.res, s.hacks, calls = {"phase_s": {}}, list(hacks_before), dict(restart=0, verdict=0)
     s.mark = 0.0                                      # lap()'s clock: the phases are not what these tests read
     s.cand_sets = s.ref_sets = s.pool = None
