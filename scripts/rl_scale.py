@@ -46,12 +46,9 @@ import sft
 from training import sampler
 from training.generation import generate
 from training.models import enable_checkpointing, render_prompt
+from training.sharding import shard_model
 from sft_speed import DIMS
 
-try:  # FSDP2 sharding, where the module exists in this checkout
-    from training.sharding import shard_model
-except ImportError:
-    shard_model = None
 
 # -----------------------------------------------------------------------------
 models = "0.5b,1.5b,3b,7b"  # Qwen2.5-class configs (scripts/sft_speed.py DIMS)
@@ -344,8 +341,6 @@ if __name__ == "__main__":
             sys.exit(f"error: unknown engine {e!r} (known: {', '.join(sampler.ENGINES)})")
     if rollouts not in ("generate", "random"):
         sys.exit("error: --rollouts must be generate or random")
-    if fsdp and shard_model is None:
-        sys.exit("error: --fsdp needs training/sharding.py (shard_model), which this checkout does not have")
     if fsdp and not torch.distributed.is_initialized():  # FSDP2 over one rank: a process group of one
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29531")

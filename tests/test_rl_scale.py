@@ -1,7 +1,6 @@
 """scripts/rl_scale.py --tiny (its tables in miniature, on a CPU): the generation rows of the three rollout engines,
 then one GRPO update per setting on the answers; --fit's table under its memory cap; --report prints the tables of
 earlier JSON lines. The H200 tables are the same code with the real sizes."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -64,12 +63,6 @@ def test_rl_scale_fit_table(tmp_path):
     rows = [json.loads(line) for line in open(out)]
     assert [(r["kind"], r["model"], r["status"], r["fit_length"]) for r in rows] == [("fit", "tiny", "fits", 32)]
     assert "| tiny | 1 | on | off | fits |" in p.stdout, p.stdout[-2000:]
-
-
-@pytest.mark.skipif(importlib.util.find_spec("training.sharding") is not None, reason="the sharding module exists")
-def test_rl_scale_fsdp_without_the_sharding_module_says_so(tmp_path):
-    p = _run(tmp_path, "--fsdp=True")
-    assert p.returncode != 0 and "training/sharding.py" in p.stderr, p.stderr[-2000:]
 
 
 @pytest.mark.gpu
