@@ -1,14 +1,15 @@
-"""Where the static rollout engine's time goes: decode tokens/s of a random Qwen2.5-shaped policy under four variants of
+"""Where the static rollout engine's time goes: decode tokens/s of a random Qwen2.5-shaped policy under five variants of
 training/sampler.py's static path, on the prompts of scripts/rl_scale.py, every answer forced to new_tokens tokens.
 
     python scripts/static_decode_probe.py                          # 1.5B, 64 answers, prompts padded as rl.py pads
     python scripts/static_decode_probe.py --prompt_pad=0 --new_tokens=256
 
-Variants, each after one untimed call at the same shapes (the compile): plain (transformers' static cache, no logits
-processor), recorder (+ the per-step log-prob recorder of the sampler), stop (+ rl_scale's forced-EOS processor),
-sampler (training.sampler.sample itself, as rl.py and rl_scale.py call it). Prints one JSON line per variant: tok/s,
-ms per decode step, torch._dynamo's counters (recompiles, graph breaks) after the call, peak GiB. The answer to
-"why 1,208 tokens/s on long prompts and 6,140 on short ones" is whichever variant and length makes the step slow.
+Variants, each after one untimed call at the same shapes (the compile): sdpa (transformers' static cache and its own
+sdpa attention, which repeats each key/value head per query head under compile), plain (the same with the sampler's
+attention, training/sampler.py's GQA_DECODE), recorder (+ the per-step log-prob recorder of the sampler), stop (+
+rl_scale's forced-EOS processor), sampler (training.sampler.sample itself, as rl.py and rl_scale.py call it). Prints
+one JSON line per variant: tok/s, ms per decode step, torch._dynamo's counters (recompiles, graph breaks) after the
+call, peak GiB.
 """
 import json
 import os
@@ -31,7 +32,7 @@ model = "1.5b"  # scripts/sft_speed.py DIMS
 num_answers = 64  # answers per call (one batch)
 new_tokens = 512  # decode steps per call
 prompt_pad = sampler.PROMPT_PAD  # left-pad prompts to a multiple of this (0: no padding beyond the longest prompt)
-variants = "plain,recorder,stop,sampler"
+variants = "sdpa,plain,recorder,stop,sampler"
 # -----------------------------------------------------------------------------
 
 
@@ -55,6 +56,7 @@ def main():
                               eos_token_id=tok.eos_token_id, cache_implementation="static", use_cache=True)
 
     def call(variant):
+        policy.set_attn_implementation("sdpa" if variant == "sdpa" else sampler.GQA_DECODE)
         if variant == "sampler":
             rows = sampler.sample("static", policy, policy, tok, flat, 1, new_tokens, 1.0, 1.0, len(flat),
                                   stop_at=[new_tokens] * len(flat))

@@ -143,6 +143,49 @@ def test_refresh_copies_weights_in_place():
         sampler.sampler_copy(model, "fast")
 
 
+def test_gqa_decode_attention_equals_sdpa():
+    # one-token queries folded onto the key/value heads give transformers' sdpa result (which repeats the heads), with
+    # no mask, a boolean padding mask and an additive one; longer queries go to sdpa itself
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    class Attention(torch.nn.Module):
+        num_key_value_groups, is_causal = 4, True
+    module = Attention()
+    torch.manual_seed(0)
+    key, value = torch.randn(2, 2, 7, 16), torch.randn(2, 2, 7, 16)  # (B, Hkv, S, D)
+    keep = torch.ones(2, 1, 1, 7, dtype=torch.bool)
+    keep[0, ..., :3] = False  # row 0's first three positions are padding
+    additive = torch.zeros(2, 1, 1, 7).masked_fill(~keep, float("-inf"))
+    for mask in (None, keep, additive):
+        query = torch.randn(2, 8, 1, 16)  # (B, H, 1, D)
+        ours, _ = sampler.gqa_decode_attention(module, query, key, value, mask, scaling=0.25)
+        theirs, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.25)
+        assert ours.shape == (2, 1, 8, 16) and torch.allclose(ours, theirs, atol=1e-6), (ours - theirs).abs().max()
+    query = torch.randn(2, 8, 7, 16)
+    causal = torch.ones(7, 7, dtype=torch.bool).tril()[None, None].expand(2, 1, 7, 7)
+    assert torch.equal(sampler.gqa_decode_attention(module, query, key, value, causal)[0],
+                       sdpa_attention_forward(module, query, key, value, causal)[0])
+
+
+def test_static_copy_decodes_as_the_policy():
+    # the static engine's copy (GQA_DECODE) and the policy (sdpa) give the same greedy tokens and scores through a
+    # static cache, with left padding
+    from transformers import GenerationConfig
+    model = _tiny_qwen().eval()
+    copy = sampler.sampler_copy(model, "static")
+    assert copy.config._attn_implementation == sampler.GQA_DECODE
+    assert sampler.sampler_copy(model, "continuous").config._attn_implementation == "sdpa"
+    ids = torch.randint(3, 64, (3, 10))
+    mask = torch.ones_like(ids)
+    mask[0, :4] = 0
+    config = GenerationConfig(do_sample=False, max_new_tokens=12, min_new_tokens=12, cache_implementation="static",
+                              pad_token_id=0, output_scores=True, return_dict_in_generate=True)
+    ours = copy.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+    theirs = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+    assert torch.equal(ours.sequences, theirs.sequences)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(ours.scores, theirs.scores))
+
+
 def test_copy_of_a_sharded_policy_is_whole(tmp_path):
     # FSDP2 (one gloo rank): the policy's parameters are DTensors; the sampling copy is a plain model with the same
     # weights, and a refresh after an update gathers them again

@@ -16,6 +16,10 @@ from (temperature and top_p applied), and grpo_loss weights each token's loss by
 cap) (truncated_is_weight; TRL's vllm_importance_sampling_correction, token_truncate mode). Both new engines sample
 with the temperature and top_p given and nothing else (top_k off, no repetition penalty, whatever the model's
 generation_config says), the distribution whose log-probs the loss takes.
+The static engine's copy attends with GQA_DECODE: transformers' sdpa, except that a one-token query attends to the
+grouped key and value heads as they are. Under torch.compile transformers' sdpa repeats each key/value head for every
+query head it serves (repeat_kv), so a decode step over a static cache of S tokens reads and writes groups x the cache
+(6x for Qwen2.5-1.5B), which grows with S.
 """
 import copy
 import inspect
@@ -27,6 +31,31 @@ from training.models import render_prompt
 
 ENGINES = ("auto", "generate", "static", "continuous")
 PROMPT_PAD = 256  # static engine: prompts left-padded to a multiple of this many tokens (fewer compiled shapes)
+GQA_DECODE = "sdpa_gqa_decode"  # the sampling copy's attention (module docstring)
+
+
+def gqa_decode_attention(module, query, key, value, attention_mask, scaling=None, **kwargs):
+    """Attention for the sampling copy, registered as GQA_DECODE. query (B, H, Q, D); key, value (B, Hkv, S, D);
+    attention_mask None or (B, 1, Q, S), bool or additive. Returns ((B, Q, H, D), None) as transformers' attention
+    functions do. A one-token query (decoding) is folded into (B, Hkv, H // Hkv, D): the query heads that share a
+    key/value head become the rows of one attention over it, so no head is repeated; anything else goes to
+    transformers' sdpa_attention_forward."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    groups = getattr(module, "num_key_value_groups", 1)
+    batch, heads, q_len, dim = query.shape
+    if q_len != 1 or groups == 1 or kwargs.get("position_bias") is not None or (
+            attention_mask is not None and attention_mask.shape[1] != 1):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    folded = query.reshape(batch, heads // groups, groups, dim)  # (B, Hkv, groups, D)
+    out = torch.nn.functional.scaled_dot_product_attention(folded, key, value, attn_mask=attention_mask, scale=scaling)
+    return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous(), None  # (B, 1, H, D)
+
+
+def _register_attention():
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import sdpa_mask
+    AttentionInterface.register(GQA_DECODE, gqa_decode_attention)
+    AttentionMaskInterface.register(GQA_DECODE, sdpa_mask)  # the same masks as sdpa
 
 
 def pick_engine(engine, device):
@@ -57,6 +86,9 @@ def sampler_copy(model, engine, dtype="bfloat16"):
     else:
         sampler = copy.deepcopy(model).to(target)
     sampler.config.use_cache = True  # the training copy may have turned it off for activation checkpointing
+    if engine == "static" and getattr(sampler.config, "_attn_implementation", None) == "sdpa":
+        _register_attention()
+        sampler.set_attn_implementation(GQA_DECODE)
     return sampler.eval().requires_grad_(False)
 
 
@@ -119,9 +151,11 @@ class _StopAt:
         self.stop_at, self.prompt_len, self.eos_id = stop_at, prompt_len, eos_id
 
     def __call__(self, input_ids, scores):
-        done = input_ids.shape[1] - self.prompt_len + 1 >= self.stop_at.to(scores.device)  # (B,)
+        # no host sync and no copy per step: stop_at moves to the device once, the EOS column is set by where()
+        self.stop_at = self.stop_at.to(scores.device, non_blocking=True)
+        done = input_ids.shape[1] - self.prompt_len + 1 >= self.stop_at  # (B,)
         scores = scores.masked_fill(done[:, None], float("-inf"))
-        scores[done, self.eos_id] = 0.0
+        scores[:, self.eos_id] = torch.where(done, 0.0, scores[:, self.eos_id])
         return scores
 
 

@@ -14,6 +14,17 @@ export KERNELBENCH_DIR=$PWD/.kb/kernelbench CUDAL1_SAMPLE_DIR=$PWD/.kb/cudal1_sa
 mkdir -p $OUT/r
 stamp() { while IFS= read -r l; do printf '%(%T)T %s\n' -1 "$l"; done; }   # each line with the wall clock
 case "$1" in
+Q)  # session 20 (issues 33, 32): the static engine with GQA_DECODE: the 1.5B row, old path and new in one run, and the
+    # probe (transformers' sdpa vs GQA_DECODE vs the sampler); then the sandbox's layers and the gate and sandbox GPU tests
+    timeout -k 10 230 python scripts/rl_scale.py --models=1.5b --engines=generate,static --eval_s=86 \
+        --out=$OUT/r/rl_scale.jsonl > $OUT/r/rl_scale_1.5b.log 2>&1
+    timeout -k 10 150 python scripts/static_decode_probe.py --variants=sdpa,plain,sampler > $OUT/r/static_probe_long.log 2>&1
+    python -m pip install -q --no-deps .whl/landlockpy-*.whl
+    dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
+    python -c "from harness import sandbox; print('sandbox layers:', sandbox.layers())" | tee $OUT/r/sandbox_layers.txt
+    timeout -k 10 100 python -m pytest -v -rA -p no:cacheprovider -m gpu tests/test_gate.py tests/test_sandbox.py \
+        > $OUT/r/gate_sandbox.log 2>&1
+    ;;
 S)  # session 19 onwards (issues 32, 33): carry .whl (landlockpy wheel, bubblewrap .deb) and .kb. The sandbox's layers
     # first (the venv's own pip: session 19's plain `pip` missed the venv, so no Landlock mode was found), then the
     # whole GPU suite under landlock+bwrap (the sandbox, the sampler, FSDP on one GPU, the gate tests when merged)
