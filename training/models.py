@@ -149,7 +149,8 @@ def completion_logp(model, rows, pad_id, temp, chunk_size=512):
         att[i, P - len(p):P + len(c)] = 1
     ids, att = ids.to(dev), att.to(dev)
     pos = (att.cumsum(-1) - 1).clamp(min=0)
-    h = model.get_decoder()(input_ids=ids, attention_mask=att, position_ids=pos).last_hidden_state[:, P - 1:P + C - 1]
+    decoder = getattr(model, "decoder_forward", None) or model.get_decoder()  # the former under FSDP (sharding.py)
+    h = decoder(input_ids=ids, attention_mask=att, position_ids=pos).last_hidden_state[:, P - 1:P + C - 1]
     head, targets, step = model.get_output_embeddings(), ids[:, P:], chunk_size or C  # h: (B, C, H)
     parts = []
     for j in range(0, C, step):

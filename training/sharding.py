@@ -10,6 +10,8 @@ Rules the callers keep, since FSDP's all-gathers and reduce-scatters are collect
    Hugging Face folder and a full optimizer state, so --resume (same world size) continues exactly;
  - the gradient norm of clip_grad_norm_ over the sharded (DTensor) parameters is the norm of the whole gradient.
 """
+import types
+
 import torch
 import torch.distributed as dist
 
@@ -49,9 +51,10 @@ def shard_model(model, mixed_precision=True, master_dtype=torch.float32):
     lr=1e-6 moves a weight of 0.01 by 1e-4 of itself), so it suits memory and speed measurements, not training.
 
     Without a process group (one process outside torchrun) a group of one rank is made. completion_logp runs the
-    decoder and the output head itself (model.get_decoder(), model.get_output_embeddings()) rather than
-    model.forward, so get_decoder is registered as an FSDP forward method: calling it gathers the root's
-    parameters, as model.forward would. Raises ValueError for a model without decoder layers to shard."""
+    decoder and the output head itself rather than model.forward, so the model gets a `decoder_forward(**inputs)`
+    method (the decoder's output) registered as an FSDP forward method: calling it gathers the root's parameters, as
+    model.forward would. It takes the decoder's inputs because FSDP's pre-forward hook moves them to the device and,
+    on CUDA under torch 2.11, fails on a call with none (as get_decoder() would be). Raises ValueError for a model without decoder layers to shard."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
     device = next(model.parameters()).device
@@ -71,8 +74,13 @@ def shard_model(model, mixed_precision=True, master_dtype=torch.float32):
     for module in [*layers, model]:  # sum the gradients over the ranks (FSDP averages by default): the callers'
         module.set_gradient_divide_factor(1.0)  # losses are already divided by the totals of the whole batch;
         module.set_force_sum_reduction_for_comms(True)  # a plain SUM (gloo has no PREMUL_SUM)
-    register_fsdp_forward_method(model, "get_decoder")
+    model.decoder_forward = types.MethodType(_decoder_forward, model)
+    register_fsdp_forward_method(model, "decoder_forward")
     return model
+
+
+def _decoder_forward(self, **inputs):
+    return self.get_decoder()(**inputs)
 
 
 def _idle_pass(model):
