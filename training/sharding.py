@@ -54,7 +54,8 @@ def shard_model(model, mixed_precision=True, master_dtype=torch.float32):
     decoder and the output head itself rather than model.forward, so the model gets a `decoder_forward(**inputs)`
     method (the decoder's output) registered as an FSDP forward method: calling it gathers the root's parameters, as
     model.forward would. It takes the decoder's inputs because FSDP's pre-forward hook moves them to the device and,
-    on CUDA under torch 2.11, fails on a call with none (as get_decoder() would be). Raises ValueError for a model without decoder layers to shard."""
+    on CUDA under torch 2.11, fails on a call with none (as get_decoder() would be). Raises ValueError for a model
+    without decoder layers to shard."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
     device = next(model.parameters()).device
