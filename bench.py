@@ -177,7 +177,7 @@ def main(argv=None):
     ap.add_argument("--arch", default=None, help="TORCH_CUDA_ARCH_LIST for nvcc, e.g. 9.0")
     ap.add_argument("--json", action="store_true", help="print the whole result record as JSON")
     ap.add_argument("--timeout_s", type=float, default=300.0, help="seconds for the whole evaluation")
-    ap.add_argument("--trials", type=int, default=None, help="correctness trials (default: the protocol's)")
+    ap.add_argument("--num_correct_trials", type=int, default=None, help="correctness trials (default: the protocol's)")
     ap.add_argument("--no_static_checks", action="store_true", help="for trusted code only")
     ap.add_argument("--build_root", default=None,
                     help="build cache (default $CUDAL1_BUILD_ROOT or ~/.cache/cudal1/build)")
@@ -198,8 +198,9 @@ def main(argv=None):
                  "use --device cpu")
     task_src, name = open(args.task).read(), os.path.basename(args.task)[:-3]
     res = evaluate(task_src, open(args.candidate).read(), task_name=name, device=args.device, arch=args.arch,
-                   timeout_s=args.timeout_s, num_correct_trials=args.trials, static_checks=not args.no_static_checks,
-                   build_root=args.build_root, protocol=args.protocol, check_only=args.check_only)
+                   timeout_s=args.timeout_s, num_correct_trials=args.num_correct_trials,
+                   static_checks=not args.no_static_checks, build_root=args.build_root, protocol=args.protocol,
+                   check_only=args.check_only)
     line = record.screen_line(res, args.no_screen, lambda: degenerate_screen(
         task_src, task_name=name, device=args.device, arch=args.arch, build_root=args.build_root))
     print(json.dumps(res) if args.json else record.summary(dict(res, degenerate=None)) + "\n" + line)

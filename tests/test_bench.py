@@ -85,8 +85,8 @@ def _stale_lock_build(build_root):
 
 def _cli(cand):
     p = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), os.path.join(FIX, "cpu_task_scale.py"),
-                        os.path.join(FIX, cand), "--device", "cpu", "--trials", "2"], capture_output=True, text=True,
-                       timeout=300)
+                        os.path.join(FIX, cand), "--device", "cpu", "--num_correct_trials", "2"],
+                       capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout + p.stderr
 
 
