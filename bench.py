@@ -198,9 +198,8 @@ def main(argv=None):
                  "use --device cpu")
     task_src, name = open(args.task).read(), os.path.basename(args.task)[:-3]
     res = evaluate(task_src, open(args.candidate).read(), task_name=name, device=args.device, arch=args.arch,
-                   timeout_s=args.timeout_s, num_correct_trials=args.num_correct_trials,
-                   static_checks=not args.no_static_checks, build_root=args.build_root, protocol=args.protocol,
-                   check_only=args.check_only)
+                   timeout_s=args.timeout_s, num_correct_trials=args.num_correct_trials, protocol=args.protocol,
+                   static_checks=not args.no_static_checks, build_root=args.build_root, check_only=args.check_only)
     line = record.screen_line(res, args.no_screen, lambda: degenerate_screen(
         task_src, task_name=name, device=args.device, arch=args.arch, build_root=args.build_root))
     print(json.dumps(res) if args.json else record.summary(dict(res, degenerate=None)) + "\n" + line)
