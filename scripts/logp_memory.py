@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import torch
 
 import common
-from training.models import completion_logp
+from training.models import completion_logp, pad_rows
 from sft_speed import DIMS
 
 # -----------------------------------------------------------------------------
@@ -50,17 +50,9 @@ seed = 0
 
 
 def full_vocab_logp(model, rows, pad_id, temp):
-    """completion_logp before issue 13, verbatim: the whole (B, C, V) fp32 log-softmax and its entropy."""
-    dev = next(model.parameters()).device
-    P = max(len(r["prompt_ids"]) for r in rows)
-    C = max(len(r["completion_ids"]) for r in rows)
-    ids = torch.full((len(rows), P + C), pad_id, dtype=torch.long)
-    att = torch.zeros_like(ids)
-    for i, r in enumerate(rows):
-        p, c = r["prompt_ids"], r["completion_ids"]
-        ids[i, P - len(p):P + len(c)] = torch.tensor(p + c)
-        att[i, P - len(p):P + len(c)] = 1
-    ids, att = ids.to(dev), att.to(dev)
+    """completion_logp without chunks: the whole (B, C, V) fp32 log-softmax and its entropy (the memory baseline)."""
+    ids, att, P = pad_rows(rows, pad_id, next(model.parameters()).device)  # (B, P + C) each
+    C = ids.shape[1] - P
     pos = (att.cumsum(-1) - 1).clamp(min=0)
     logits = model(input_ids=ids, attention_mask=att, position_ids=pos).logits[:, P - 1:P + C - 1].float() / temp
     lsm = torch.log_softmax(logits, dim=-1)  # (B, C, V)
