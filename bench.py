@@ -32,10 +32,10 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:          # the fork server runs with `python -P` (no script folder first on sys.path)
     sys.path.append(HERE)
-from harness import batch, options, record, runner  # noqa: E402
-from harness.forkserver import WorkerError, judge_for, gpu_lock  # noqa: E402
+from harness import batch, options, record, runner, runner_steps  # noqa: E402
 from harness.scan import static_check  # noqa: E402
-from harness.session import BUILD_NICE, Session  # noqa: E402
+from harness.session import Session  # noqa: E402
+from harness.workers import WorkerError, judge_for, gpu_lock  # noqa: E402
 
 
 def evaluate(task_src: str, candidate_src: str, *, task_name: str = "task", device: str = "cuda",
@@ -91,7 +91,7 @@ def _build_ahead(task_src, candidate_src, opts, live=None, split=True, place=0):
     to find (under the GPU's lock); the precompiled headers first, here (runners only read them). split=False: not
     the split build (batch.split_builds). place: its place in the batch's build queue, added to its BUILD_NICE."""
     build_opts = dataclasses.replace(opts, build_only=True, timeout_s=max(600.0, opts.timeout_s), static_checks=False,
-                                     build_nice=min(19, BUILD_NICE + max(0, int(place))))
+                                     build_nice=min(19, runner_steps.BUILD_NICE + max(0, int(place))))
     if not split:                                   # (extra_env is for trusted callers: this one is ours)
         build_opts = dataclasses.replace(build_opts, extra_env=dict(opts.extra_env or {}, CUDAL1_SPLIT="0"))
     if batch.prebuild_wanted(opts.device, [candidate_src]):   # (returns at once when made or being made)

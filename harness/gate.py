@@ -89,8 +89,8 @@ def _readable(sock):
 
 
 def timed_ask(worker, page, cmd, arm_ns, timeout, mem_limit=None):
-    """One gated call of `worker` (forkserver.Worker): (reply, Times). arm_ns: ns after the send at which the gate
-    opens if the runner has not armed. Raises forkserver.WorkerError as Worker.ask does."""
+    """One gated call of `worker` (workers.Worker): (reply, Times). arm_ns: ns after the send at which the gate
+    opens if the runner has not armed. Raises workers.WorkerError as Worker.ask does."""
     page.call_id += 1
     cid, words = page.call_id, page.words
     times = Times(time.perf_counter_ns())
@@ -296,7 +296,7 @@ class SessionGate:
     def ask(self, worker, cmd, timeout, mem_limit=None):
         """One gated call: (reply, wall s from the send to the reply). Once calibrated, reply["ms"] is the counted
         ms (Calibration.call_ms) and the runner's own figure is kept as reply["event_ms"]. Raises ValueError for a
-        reply without DONE, forkserver.WorkerError as Worker.ask does."""
+        reply without DONE, workers.WorkerError as Worker.ask does."""
         arm_ns = self.calib.arm_ns if self.calib else int(ARM_FIRST_MS * 1e6)
         reply, t = timed_ask(worker, self.page, cmd, arm_ns, timeout, mem_limit)
         self.rows.append(t)

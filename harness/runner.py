@@ -360,7 +360,7 @@ class Clock:
     kernelbench: flush, start, call, end on the current stream, end.synchronize(), REFERENCE.md §2; cudal1: device
     sync, start, call, device sync, end, no flush, §1.7). On CPU, the calling thread's CPU time around the call
     (time.thread_time; torch runs one thread here): a call preempted on a busy box claims no more than it ran, so
-    the parent's clock (the worker's CPU time, forkserver.Worker.cpu_s) sees only the fixed overhead beyond it."""
+    the parent's clock (the worker's CPU time, workers.Worker.cpu_s) sees only the fixed overhead beyond it."""
 
     def __init__(self, dev, protocol):
         self.dev, self.protocol, self.cuda = dev, protocol, dev.type == "cuda"
@@ -619,7 +619,7 @@ def main(sock, spec, build_cache):
     cores.BUILD_CPUS[:] = (spec.get("cpus") or {}).get("start") or []
     cores.pin(cores.BUILD_CPUS)              # imports and builds off the timing cores (cores.py), and so are
                                              # builds made later under the GPU's lock (buildcache)
-    if spec.get("nice"):                    # a build ahead (session.BUILD_NICE): nvcc and ninja inherit it
+    if spec.get("nice"):                    # a build ahead (runner_steps.BUILD_NICE): nvcc and ninja inherit it
         os.nice(int(spec["nice"]))
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(1)   # on a busy small box, OpenMP threads waiting for each other time the scheduler

@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
-from harness import record, session  # noqa: E402
+from harness import record, runner_steps, session  # noqa: E402
 from harness.runner import FIXED_FLAGS  # noqa: E402
 
 KB = os.environ.get("KERNELBENCH_DIR") or os.path.join(ROOT, "..", "shared", "kernelbench")
@@ -122,7 +122,7 @@ def test_hung_kernel_is_killed_within_the_call_limit(results, swish, build_root)
     r = results["hang"]
     assert r["status"] == "timeout" and "during trial" in r["error"], record.summary(r)
     limit = r["hang_limit_s"]
-    assert limit == max(session.HANG_MIN_S, limit) and limit < 60, r
+    assert limit == max(runner_steps.HANG_MIN_S, limit) and limit < 60, r
     assert r["phase_s"].get("trials") is None and r["eval_s"] - r["phase_s"].get("wait", 0) < limit + 40, r
     import time
     t0 = time.time()

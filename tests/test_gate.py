@@ -70,11 +70,11 @@ def test_calibration_counts_gate_to_done_less_the_null():
 
 
 def test_worker_memory_check_without_a_limit():
-    from harness import forkserver
-    worker = forkserver.Worker.__new__(forkserver.Worker)
+    from harness import workers
+    worker = workers.Worker.__new__(workers.Worker)
     worker.pid = os.getpgrp()                             # (a worker leads its own process group)
     worker.check_memory(None)                             # no limit: nothing to compare (the judge's asks)
-    with pytest.raises(forkserver.WorkerError, match="over the limit"):
+    with pytest.raises(workers.WorkerError, match="over the limit"):
         worker.check_memory(1)
 
 
@@ -123,7 +123,7 @@ def _fake_runner(sock, words):
 
 
 class FakeWorker:
-    """forkserver.Worker's surface that gate.timed_ask uses, on a socket to _fake_runner."""
+    """workers.Worker's surface that gate.timed_ask uses, on a socket to _fake_runner."""
 
     def __init__(self, sock):
         self.sock = sock
@@ -216,7 +216,7 @@ def test_a_reply_without_done_is_named(fake):
 def test_the_page_reaches_a_forked_runner(tmp_path):
     """The memfd travels with the fork request (forkserver) and the runner maps it (on the CPU device the host
     stand-in stops there; on a GPU the `gate` command also pins it)."""
-    from harness import forkserver
+    from harness import forkserver, workers
     folder = forkserver.work_folder()
     task = os.path.join(folder, "task.py")
     with open(task, "w") as f:
@@ -224,7 +224,7 @@ def test_the_page_reaches_a_forked_runner(tmp_path):
                 "def get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n")
     spec = dict(device="cpu", protocol="strict", task_path=task, candidate_path=task, flags_override=None, nice=0)
     page = gate.Page()
-    w = forkserver.Worker("runner", spec, forkserver.scrubbed_env(folder), folder, gate_fd=page.fd)
+    w = workers.Worker("runner", spec, forkserver.scrubbed_env(folder), folder, gate_fd=page.fd)
     try:
         r, _ = w.ask(dict(op="gate"), 120)
         print("runner's gate reply:", r)
@@ -239,10 +239,10 @@ TINY = os.path.join(ROOT, "data", "tiny_cpu", "tasks", "swish.py")
 
 @pytest.mark.parametrize("extra_ms", [0.0, 30.0])
 def test_an_evaluation_through_the_host_gate(monkeypatch, extra_ms):
-    """session.py, runner.py and forkserver.py end to end under clock="gate" on the CPU device, the runner's host
-    in the stream's place (gate.HOST_ENV): the null model calibrates, both sides' calls are timed by the parent, the
-    record says so; a candidate slower by extra_ms per call is counted slower. (Wall time on a busy 2-core box: the
-    same model read 0.4x against itself here, so only a large difference is asserted.)"""
+    """session.py, runner.py, forkserver.py and workers.py end to end under clock="gate" on the CPU device, the
+    runner's host in the stream's place (gate.HOST_ENV): the null model calibrates, both sides' calls are timed by
+    the parent, the record says so; a candidate slower by extra_ms per call is counted slower. (Wall time on a busy
+    2-core box: the same model read 0.4x against itself here, so only a large difference is asserted.)"""
     import bench
     monkeypatch.setenv(gate.HOST_ENV, "1")
     task = open(TINY).read()
