@@ -17,7 +17,7 @@
 //                       launches while it runs, so a timed window holds device time, not launch latency
 //   cudal1_poison_fill  every byte of a buffer to 0xFF (NaN in every float type): a candidate that returns memory
 //                       it never wrote gets poison instead of a freed reference answer (REFERENCE.md §4)
-//   cudal1_checksum     adds to acc[4] the sums that make runner.checksum exact: the bytes, the low and high 16
+//   cudal1_checksum     adds to acc[4] the sums that make exchange.checksum exact: the bytes, the low and high 16
 //                       bits of every whole int32 word, and the count of negative words
 //   cudal1_compare      one pass over an output, its fp32 reference and (optionally) the float64 reference:
 //                       max abs/rel error, isclose mismatches, NaNs, mismatches against float64 and the three

@@ -7,7 +7,7 @@ import dataclasses
 import os
 
 from harness import runner
-from harness.runner import FIXED_FLAGS
+from harness.task_io import FIXED_FLAGS
 
 PROTOCOLS = ("strict", "kernelbench", "cudal1")
 PROTOCOL_TRIALS = dict(strict=5, kernelbench=5, cudal1=10)     # default num_correct_trials per protocol

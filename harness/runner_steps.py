@@ -17,7 +17,7 @@ from harness import kernel_eval
 from harness import runner
 from harness.forkserver import scrubbed_env, work_folder
 from harness.record import source_hash
-from harness.runner import FIXED_FLAGS
+from harness.task_io import FIXED_FLAGS
 from harness.workers import WorkerError, Worker, drop_judge
 
 HANG_MIN_S, HANG_FACTOR = 30.0, 100.0   # a call may take max(30 s, 100x the reference's time), then it is killed

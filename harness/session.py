@@ -20,8 +20,8 @@ if ROOT not in sys.path:          # the fork server runs with `python -P` (no sc
 from harness import runner  # noqa: E402
 from harness.forkserver import work_folder  # noqa: E402
 from harness.record import round_toward_one  # noqa: E402
-from harness.runner import FIXED_FLAGS  # noqa: E402
 from harness.runner_steps import RunnerSteps, Stop  # noqa: E402
+from harness.task_io import FIXED_FLAGS  # noqa: E402
 
 WARMUP, ROUNDS, MIN_CALLS, MAX_CALLS = 3, 5, 3, 20
 WALL_REL = dict(cuda=0.25, cpu=0.2)     # clock_mismatch: unexplained ms per call > max(this x claimed, ... (CPU:

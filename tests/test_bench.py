@@ -20,8 +20,8 @@ FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
 from harness import buildcache, judge, options, record, runner, runner_steps, session, workers  # noqa: E402
-from harness.runner import FIXED_FLAGS  # noqa: E402
 from harness.scan import static_check  # noqa: E402
+from harness.task_io import FIXED_FLAGS  # noqa: E402
 
 TASK = open(os.path.join(FIX, "cpu_task_scale.py")).read()
 KEYS = {"task", "candidate_hash", "status", "compiled", "correct", "speedup", "speedup_rounded", "ref_ms", "cand_ms",

@@ -20,7 +20,7 @@ FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
 from harness import record, runner_steps, session  # noqa: E402
-from harness.runner import FIXED_FLAGS  # noqa: E402
+from harness.task_io import FIXED_FLAGS  # noqa: E402
 
 KB = os.environ.get("KERNELBENCH_DIR") or os.path.join(ROOT, "..", "shared", "kernelbench")
 SWISH = os.path.join(KB, "level1", "25_Swish.py")

@@ -16,7 +16,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from harness import gate, options, runner  # noqa: E402
+from harness import gate, options, runner, task_io  # noqa: E402
 
 MS = 1_000_000          # ns
 
@@ -289,7 +289,7 @@ def test_gate_smoke_in_one_process():
         model = (lambda t: t * 2.0) if us == 0 else (lambda t: (torch.cuda._sleep(int(us * rate)), t * 2.0)[1])
         for call_id in range(10 * (us + 1), 10 * (us + 1) + 5):
             done = {}
-            worker = threading.Thread(target=lambda: done.update(r=rg.call(model, [x], call_id, ex, runner.leaves)))
+            worker = threading.Thread(target=lambda: done.update(r=rg.call(model, [x], call_id, ex, task_io.leaves)))
             t_send = time.perf_counter_ns()
             worker.start()
             while page.words[gate.ARMED] != call_id and time.perf_counter_ns() - t_send < 2e9:
