@@ -1,5 +1,5 @@
-"""Peak memory of training.models.completion_logp before and after issue 13 (item 4) for a Qwen2.5-class policy with
-random weights.
+"""Peak memory of training.models.completion_logp, chunked and as one full-vocabulary log-softmax, for a
+Qwen2.5-class policy with random weights.
 
     python scripts/logp_memory.py      # on the GPU: 0.5b config, one 4k-token row, B = 1 and 8
     python scripts/logp_memory.py --model=1.5b --micro_batch_sizes=1,4 --out=results/logp_memory/h200.jsonl
@@ -7,7 +7,7 @@ random weights.
     python scripts/logp_memory.py --device=cpu --model=0.5b --layers=1 --prompt_len=512 --completion_len=3584 \
         --micro_batch_sizes=1 --chunk_sizes=0,512                  # the head at real size on a CPU (peak RSS)
 
-"full" is completion_logp as it was before issue 13 (copied below: the whole (B, C, V) float32 log-softmax, the
+"full" is completion_logp with no chunked head (copied below: the whole (B, C, V) float32 log-softmax, the
 entropy from its exp); "chunk=N" is today's training.models.completion_logp with logp_chunk_size=N (0 = one chunk, still
 without
 the log-softmax tensor). Each is measured without gradients (how rl.py computes old and reference log-probs) and with

@@ -254,7 +254,7 @@ def test_gpu_lock_wait_is_not_the_candidates_time(tmp_path):
 
 
 def test_a_runners_death_is_settled_before_the_next_timing(tmp_path, monkeypatch):
-    """Issue 12 item 4: the holder of the GPU's lock hands its runner's death to the lock (workers.GpuLock.kill)
+    """The holder of the GPU's lock hands its runner's death to the lock (workers.GpuLock.kill)
     and lets go; the next holder waits for that death before its first timed call (phase_s.settle), and evaluate()
     returns only once its own runners are dead. Each death here takes 1 s more than it would."""
     from harness import workers
@@ -281,7 +281,7 @@ def test_a_runners_death_is_settled_before_the_next_timing(tmp_path, monkeypatch
 
 
 def test_hang_is_killed_at_the_call_limit_not_the_timeout(monkeypatch, tmp_path):
-    """Issue 12 item 2: a call that never returns is killed at max(HANG_MIN_S, HANG_FACTOR x the reference's
+    """A call that never returns is killed at max(HANG_MIN_S, HANG_FACTOR x the reference's
     time), not at the candidate's whole timeout (here 300 s); the next evaluation runs at once."""
     from harness import runner_steps                             # the rule lives with the code that applies it
     monkeypatch.setattr(runner_steps, "HANG_MIN_S", 4.0)
@@ -384,7 +384,7 @@ def test_static_checks():
         assert static_check(ok + line + "\n", TASK)[:2] == ("hack", "harness_tampering"), line
     assert static_check("def f(:\n", TASK)[0] == "compile_error"
     assert static_check("import torch\n", TASK)[0] == "static"
-    # issue 11 item 4: former false positives. Comments, docstrings and C/C++ comments are not live code;
+    # former false positives: comments, docstrings and C/C++ comments are not live code;
     # settings that keep or raise precision are not downgrades; caching derived weights is not caching outputs;
     # a subclass of Model with its own forward is not the reference; precision the task itself uses is fine.
     benign = [
@@ -405,7 +405,7 @@ def test_static_checks():
     assert static_check(ok + "y = x.half()\n", TASK + "\nx = x.half()\n") is None
 
 
-# ---- issue 6: degenerate screen, protocols, remeasure, custom_kernel_calls, trusted-baseline keywords ----
+# ---- degenerate screen, protocols, remeasure, custom_kernel_calls, trusted-baseline keywords ----
 
 DEGENERATE_TASK = TASK.replace("return x * 2 + 1", "return (x - x.mean(dim=1, keepdim=True)).mean(dim=1)")  # ~0
 RELU_TASK = TASK.replace("return x * 2 + 1", "return torch.relu(x)")    # inputs are torch.rand: relu(x) == x
@@ -478,7 +478,7 @@ def test_check_only_and_remeasure(env2):
 
 
 def test_reference_only_times_the_reference_alone(env2):
-    # evaluate.py's eager baseline (issue 12 item 4): the reference's timed calls, as every evaluation's first part;
+    # evaluate.py's eager baseline: the reference's timed calls, as every evaluation's first part;
     # the candidate (here one whose forward would kill its process) is neither built nor run
     r = check(env2["res"]["reference_only"], "ok")
     assert r["correct"] and r["speedup"] == r["speedup_rounded"] == 1.0 and r["ref_ms"] == r["cand_ms"] > 0, r
@@ -546,7 +546,7 @@ def test_one_proc_scan_serves_every_waiting_thread(monkeypatch):
     assert scans == ["/proc"] and all(x == got[0][0] >= own * 0.9 for row in got for x in row), (scans, got[0])
 
 
-# ---- issue 6: the GPU hack suite's files on the CPU, on shrunk copies of their KernelBench tasks ----
+# ---- the GPU hack suite's files on the CPU, on shrunk copies of their KernelBench tasks ----
 
 KB = os.environ.get("KERNELBENCH_DIR") or os.path.join(ROOT, "..", "shared", "kernelbench")
 HACK_DIR = os.path.join(ROOT, "tests", "hacks")
@@ -655,7 +655,7 @@ def _default_sigint():
 
 @pytest.mark.parametrize("after_s", [0.5, 6.0])
 def test_interrupt_kills_the_builds_in_flight(tmp_path, after_s):
-    """Issue 12: Ctrl-C / SIGTERM while evaluate_many builds ahead stops at once. Builds in flight are killed, not
+    """Ctrl-C / SIGTERM while evaluate_many builds ahead stops at once. Builds in flight are killed, not
     waited for (on the H200 an audit's 135 s build outlived `timeout`'s grace period and the run lost its report).
     At 0.5 s the fork server is still importing torch: a runner forked after the interrupt is killed as it
     registers (before, one Ctrl-C in the first ~2 s held the run until the build's 600 s timeout)."""
@@ -699,7 +699,7 @@ class ModelNew(nn.Module):
 
 
 def test_builds_made_in_modelnew_init_happen_in_the_build_ahead(tmp_path):
-    """Issue 12: evaluate_many's build ahead also makes ModelNew, on the meta device, so that a load_inline in
+    """evaluate_many's build ahead also makes ModelNew, on the meta device, so that a load_inline in
     __init__ builds there and not in the timed runner's `models` step under the GPU's lock (the CUDA-L1 A100 audit
     spent 110 s there on one kernel while the next waited). A ModelNew that fails on meta is judged as usual."""
     got = {}
@@ -713,7 +713,7 @@ def test_builds_made_in_modelnew_init_happen_in_the_build_ahead(tmp_path):
 
 
 def test_interrupt_stops_evaluations_in_flight_after_a_grace_period(tmp_path):
-    """Issue 12: at Ctrl-C / SIGTERM an evaluation in flight gets batch.INTERRUPT_GRACE_S to finish, then it is
+    """At Ctrl-C / SIGTERM an evaluation in flight gets batch.INTERRUPT_GRACE_S to finish, then it is
     killed and not recorded (on the H200 a hung kernel's 30 s call limit outlived `timeout`'s grace, and the audit
     was SIGKILLed before writing its report)."""
     import signal

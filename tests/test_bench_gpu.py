@@ -118,7 +118,7 @@ def test_illegal_memory_access_then_next_evaluation_works(results, swish, build_
 
 
 def test_hung_kernel_is_killed_within_the_call_limit(results, swish, build_root):
-    """Issue 12 item 2: killed within max(30 s, 100x the reference's time) of its first trial, GPU free at once."""
+    """Killed within max(30 s, 100x the reference's time) of its first trial, GPU free at once."""
     r = results["hang"]
     assert r["status"] == "timeout" and "during trial" in r["error"], record.summary(r)
     limit = r["hang_limit_s"]
@@ -135,7 +135,7 @@ def test_outputs_reach_the_judge_through_cuda_ipc(results):
     assert r["exchange"] == "ipc", r["exchange"]
 
 
-# ---- issue 6: every hack kind of REFERENCE.md §4 on a real task, legitimate kernels, the degenerate screen ----
+# ---- every hack kind of REFERENCE.md §4 on a real task, legitimate kernels, the degenerate screen ----
 
 HACKS = sorted(glob.glob(os.path.join(ROOT, "tests", "hacks", "*.py")))
 LEGIT = sorted(glob.glob(os.path.join(ROOT, "tests", "legit", "*.py")))
@@ -214,7 +214,7 @@ def legit_jobs():
     for line in open(CUDAL1) if CUDAL1 else []:
         d = json.loads(line)
         name = f"cudal1_L{d['level_id']}_{d['task_id']}"
-        # Rejected by design (REFERENCE.md §1.5 critique; issue 6 item 4): CUDA-L1's level1/1 kernel is an fp16
+        # Rejected by design (REFERENCE.md §1.5 critique): CUDA-L1's level1/1 kernel is an fp16
         # matmul in an fp32 task, and its level2/48 kernel turns on torch.backends.cudnn.benchmark. Its level1/5
         # and level1/25 kernels cannot build with any load_inline (functions= names a function main.cpp never
         # declares: a PYBIND11_MODULE inside cuda_sources, and two __global__ kernels), catch the error and run

@@ -1,4 +1,4 @@
-"""cores.core_split / pin / pinned and their use (session 8): on a GPU box the timed side (the runner under the
+"""cores.core_split / pin / pinned and their use: on a GPU box the timed side (the runner under the
 GPU's lock, the judge, the parent's timing thread) runs on cores of its own, builds and other runners' imports on
 the rest.
 Real affinity syscalls and a real forked runner; the split itself from a faked core list."""

@@ -1,4 +1,4 @@
-"""Outputs reach the judge as stored (issue 11 item 5, CUDA-L1 A100 level1/86): a dense output that is not
+"""Outputs reach the judge as stored (CUDA-L1 A100 level1/86): a dense output that is not
 contiguous (channels_last, a transpose) is copied into the judge's buffer without a .contiguous() copy, whose cost
 the parent's clock saw and the reference's contiguous output never paid; the judge permutes it back. A runner that
 names a false order only scrambles its own output. Golden orders by hand, the file exchange, real subprocesses."""
