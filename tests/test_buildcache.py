@@ -35,7 +35,7 @@ def test_cuda_prelude_choice():
 
 @pytest.mark.slow
 def test_pch_is_built_and_valid_for_the_real_compile(tmp_path, monkeypatch):
-    """main.cpp's light prelude (runner._LIGHT_CPP: the tensor API and pybind11 without torch's C++ frontend) is
+    """main.cpp's light prelude (buildcache._LIGHT_CPP: the tensor API and pybind11 without torch's C++ frontend) is
     precompiled once, its folder added to the build's include path, and GCC accepts the .gch for the exact flags
     ninja used (g++ -H marks a used PCH with '!'); the module works."""
     if not buildcache.cpp_extension.check_compiler_is_gcc(buildcache.cpp_extension.get_cxx_compiler()):
