@@ -170,10 +170,16 @@ def median_ms(sg, worker, n=5, **fake_kw):
     return out[n // 2]
 
 
+def least_ms(sg, worker, n=5, **fake_kw):
+    """The least of n calls: on a loaded box the OS can only delay the fake runner or the parent, which lengthens a
+    reading, never shortens it, so the least is the one it disturbed least (and an under-read shows in it first)."""
+    return min(sg.ask(worker, dict(op="call", fake=fake_kw), 10.0)[0]["ms"] for _ in range(n))
+
+
 def test_interval_matches_the_delay(fake):
     sg, worker = fake
     for work_ms in (5.0, 20.0):
-        ms = median_ms(sg, worker, work=work_ms / 1e3)
+        ms = least_ms(sg, worker, work=work_ms / 1e3)
         print(f"fake device work {work_ms} ms: gate measured {ms:.3f} ms (fixed {sg.calib.fixed / MS:.4f} ms)")
         assert abs(ms - work_ms) < max(2.0, 0.1 * work_ms), f"{ms} ms measured for {work_ms} ms"
     assert sg.calib.summary(sg.rows)["late_arms"] == 0
@@ -200,7 +206,7 @@ def test_a_long_call_is_polled_slowly_and_still_timed(fake, monkeypatch):
 
 def test_a_runner_that_never_arms_is_opened_at_the_deadline(fake):
     sg, worker = fake
-    ms = median_ms(sg, worker, n=3, arm=False, work=0.005)
+    ms = least_ms(sg, worker, n=3, arm=False, work=0.005)
     assert all(t.armed is None and t.gate - t.send >= sg.calib.arm_ns for t in sg.rows), \
         "the gate opened before the arming deadline"
     assert abs(ms - 5.0) < 2.0, ms
