@@ -47,6 +47,34 @@ class _IpcHandle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_byte * 64)]       # cudaIpcMemHandle_t, passed by value
 
 
+def ipc_alloc(nbytes):
+    """A cudaMalloc allocation of its own (a peer that maps it maps nothing else of this process) and its CUDA IPC
+    handle: (device address, handle as hex). Raises RuntimeError where CUDA refuses."""
+    lib, ptr = cudart(), ctypes.c_void_p()
+    _ck(lib.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(nbytes)), "cudaMalloc")
+    h = _IpcHandle()
+    try:
+        _ck(lib.cudaIpcGetMemHandle(ctypes.byref(h), ptr), "cudaIpcGetMemHandle")
+    except RuntimeError:
+        lib.cudaFree(ptr)
+        raise
+    return ptr.value, bytes(h).hex()
+
+
+def ipc_open(handle):
+    """The device address of another process's allocation from its IPC handle (hex). Raises RuntimeError."""
+    ptr = ctypes.c_void_p()
+    _ck(cudart().cudaIpcOpenMemHandle(ctypes.byref(ptr), _IpcHandle.from_buffer_copy(bytes.fromhex(handle)),
+                                      ctypes.c_uint(1)), "cudaIpcOpenMemHandle")   # lazy peer access
+    return ptr.value
+
+
+def copy_async(dst, src, nbytes, stream):
+    """nbytes from device address src to dst, queued on CUDA stream handle `stream`."""
+    _ck(cudart().cudaMemcpyAsync(ctypes.c_void_p(dst), ctypes.c_void_p(src), ctypes.c_size_t(nbytes), 3,
+                                 ctypes.c_void_p(stream)), "cudaMemcpyAsync")          # 3: device to device
+
+
 class Exchange:
     """A buffer the judge owns and the runner writes an output into: on CUDA a separate cudaMalloc allocation
     shared through a CUDA IPC handle (the runner maps that allocation alone, never the judge's other memory), on the
@@ -56,11 +84,7 @@ class Exchange:
     def __init__(self, spec):
         self.spec, self.ptr, self.mm, self.orders = spec, None, None, []
         if spec["kind"] == "ipc":
-            lib = cudart()
-            handle = _IpcHandle.from_buffer_copy(bytes.fromhex(spec["handle"]))
-            ptr = ctypes.c_void_p()
-            _ck(lib.cudaIpcOpenMemHandle(ctypes.byref(ptr), handle, ctypes.c_uint(1)), "cudaIpcOpenMemHandle")
-            self.ptr = ptr.value
+            self.ptr = ipc_open(spec["handle"])
 
     def write(self, tensors):
         """Copies the output's tensor leaves into the buffer; returns their checksum (computed here, inside the
@@ -83,8 +107,7 @@ class Exchange:
                 raise ValueError(f"output of {t.numel() * t.element_size()} bytes, expected {nbytes}")
             flat.append(t)
             if self.ptr is not None and t.is_cuda and stream is not None:
-                _ck(cudart().cudaMemcpyAsync(ctypes.c_void_p(self.ptr + off), ctypes.c_void_p(t.data_ptr()),
-                                             ctypes.c_size_t(nbytes), 3, ctypes.c_void_p(stream)), "cudaMemcpyAsync")
+                copy_async(self.ptr + off, t.data_ptr(), nbytes, stream)
             elif self.ptr is not None and t.is_cuda:
                 torch.cuda.synchronize()
                 _ck(cudart().cudaMemcpy(ctypes.c_void_p(self.ptr + off), ctypes.c_void_p(t.data_ptr()),

@@ -145,8 +145,8 @@ def _zygote_main(fd):
             break
         req = json.loads(data)
         if req["op"] == "fork":
-            if len(fds) > 1:                                          # the gate's page (gate.Page), the runner's
-                req["spec"]["gate_fd"] = fds[1]                       # by this number after the fork
+            for name, fd in zip(req.get("fd_names", []), fds[1:]):   # the gate's pages (gate.Page), by these
+                req["spec"][name] = fd                                # numbers after the fork
             pid = os.fork()
             if pid == 0:
                 _worker_child(ctrl, req, fds[0], me)
@@ -280,9 +280,10 @@ class _Zygote:
     def alive(self):
         return self.proc.poll() is None
 
-    def fork(self, role, spec, env, cwd, log, build_dir=None, writable_files=(), writable_dirs=(), gate_fd=None):
-        """A worker forked; returns (the parent's socket to it, the pid the server knows it by). gate_fd: a
-        gate.Page's memfd, passed to the worker with its socket."""
+    def fork(self, role, spec, env, cwd, log, build_dir=None, writable_files=(), writable_dirs=(), pass_fds=None):
+        """A worker forked; returns (the parent's socket to it, the pid the server knows it by). pass_fds: {spec key:
+        fd} passed to the worker with its socket (gate.Page memfds), found in its spec under those keys."""
+        pass_fds = pass_fds or {}
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         a.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)    # the worker's pid as this process sees it
         try:
@@ -290,8 +291,8 @@ class _Zygote:
                 socket.send_fds(self.ctrl, [json.dumps(dict(
                     op="fork", role=role, spec=spec, env=env, cwd=cwd, log=log, layers=self.layers,
                     build_dir=build_dir, writable_files=list(writable_files),
-                    writable_dirs=list(writable_dirs))).encode()],
-                    [b.fileno()] + ([gate_fd] if gate_fd is not None else []))
+                    writable_dirs=list(writable_dirs), fd_names=list(pass_fds))).encode()],
+                    [b.fileno()] + list(pass_fds.values()))
                 pid = json.loads(self.ctrl.recv(4096))["pid"]
         finally:
             b.close()

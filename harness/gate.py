@@ -1,49 +1,62 @@
 """gate.py: call times measured by the parent's own clock through a gate on the runner's stream (Options.clock="gate";
-the strict protocol on a GPU). No timing code of the runner is involved, so a candidate that rewrites it gains nothing.
+the strict protocol on a GPU). No timing code of the runner is involved, so a candidate that rewrites it gains
+nothing; the inputs of a timed call do not exist before its gate opens, so there is nothing to compute ahead.
 
-A 4 KiB page of shared memory (memfd: shmem, which the driver can pin; never a /dev/shm path, which bubblewrap makes
-private, nor a file, whose writable pages recent kernels refuse to pin) is made by the parent (Page) and handed to the
-runner at its fork. Three uint32 words, one cache line each: GATE (the parent writes), DONE (the GPU writes), ARMED
-(the runner's host writes). One timed call (RunnerGate.call, timed_ask):
-  runner: fresh inputs, L2 flush, device sync; on its stream: wait until GATE >= id (cuStreamWaitValue32), the model,
-          the output's copy into the judge's buffer and its checksum, DONE = id (cuStreamWriteValue32); then ARMED = id
-          from the host, a device sync, the reply (checksum read back);
-  parent: sends the call, polls ARMED until the arming deadline (the null model's send-to-armed time +
-          HOST_ALLOWANCE_US: like the strict spin, that much host time before the gate opens is launch latency hidden;
-          beyond it the gate opens anyway and the rest is timed), t0, GATE = id, busy-polls DONE (t1), the reply.
+Two 4 KiB pages of shared memory (memfd: shmem, which the driver can pin; never a /dev/shm path, which bubblewrap
+makes private, nor a file, whose writable pages recent kernels refuse to pin), one uint32 word per cache line:
+  the judge's page (one per judge, made by the parent at the judge's fork): GATE, written by the judge's stream alone.
+      Sealed once the judge has mapped it (F_SEAL_FUTURE_WRITE): a runner maps it read-only and cannot open a gate.
+  the session's page (one per evaluation, handed to its runner at the fork): DONE (the runner's stream writes it),
+      ARMED (the runner's host).
+The inputs of timed calls live in a buffer the judge owns (CUDA IPC; a file on the CPU device) that the runner's models
+read in place. One timed call (SessionGate.ask, timed_ask):
+  runner: on its stream: wait until GATE >= id (cuStreamWaitValue32), the model on the input buffer, the output's
+          copy into the judge's output buffer and its checksum, DONE = id (cuStreamWriteValue32); ARMED = id from the
+          host, a device sync, the reply (checksum read back). The runner never sees the call's seed.
+  parent: sends the call (no seed), polls ARMED until the arming deadline (the null model's send-to-armed time +
+          HOST_ALLOWANCE_US; past it the gate opens anyway and the runner's late launches are timed), then asks the
+          judge to deliver: the judge makes the inputs from the seed on its own stream, copies them into the input
+          buffer, flushes the L2 and writes GATE = id. The parent polls GATE (t0), busy-polls DONE (t1), the reply.
 A call counts (t1 - t0) - fixed (the median of the same interval on a null model that returns preallocated tensors of
 the reference output's layout, in the same runner before the candidate is imported), plus the reply's delay after
 DONE beyond the null's by more than GAP_TOL_US (work left on any stream, or a DONE written early from the host: the
-runner's device-wide sync before the reply waits for it). A poll that lost the CPU (GIL, OS) between two reads around
-DONE is counted as read (it only lengthens the call) and counted in the record (`stale`).
-Bound per call (nothing of it needs a claim): a DONE forged early gains <= GAP_TOL_US; work done before the gate
-opens (a side stream, the gate word written by the runner itself, work fused with the inputs' making) gains
-<= pre_ms + HOST_ALLOWANCE_US, pre_ms (recorded: the null's send-to-armed time) holding the inputs' making, the flush
-and a sync; a pool of input sets, the one used chosen inside the window, would take pre_ms out (next step). Not
-covered: outputs left unfinished on calls the judge does not check (as with every clock here: one per round).
-On the CPU device the gate does not apply (the runner's CPU time counts, harness/README.md).
+runner's device-wide sync before the reply waits for it). DONE written before the judge delivered (the runner's
+stream not waiting) is named (ValueError). A poll that lost the CPU (GIL, OS) between two reads around DONE is
+counted as read (it only lengthens the call) and counted in the record (`stale`).
+Bound per call (nothing of it needs a claim): a DONE forged early gains <= GAP_TOL_US; work queued before the gate
+(a side stream, a thread) has no inputs to work on: the bytes arrive with the delivery; what the runner's copy
+engines or host can do with them while the judge flushes the L2 before writing GATE (~30 us on an H200; the runner's
+kernels wait for the judge's context to yield the GPU: contexts time-slice, no MPS). Not covered: outputs left
+unfinished on calls the judge does not check (as with every clock here: one per round).
+On the CPU device the gate does not apply (the runner's CPU time counts, harness/README.md); HOST_ENV turns on a host
+stand-in that tests the protocol's plumbing (every word there is a host's to forge).
 """
-import contextlib, ctypes, mmap, os, select, statistics, time
+import contextlib, ctypes, fcntl, mmap, os, select, statistics, time
 
+import numpy as np
 import torch
 
+from harness import exchange
 from harness import kernel_eval
 
 PAGE = 4096
 GATE, DONE, ARMED = 0, 16, 32        # uint32 word indexes: bytes 0, 64, 128, one cache line each
-HOST_ALLOWANCE_US = 200.0            # host time before the gate opens that is not charged (runner.SPIN_US's rule)
+HOST_ALLOWANCE_US = 2000.0           # host time before the gate that is not charged: launches queued behind it (the
+                                     # inputs do not exist yet, so it buys no work); past it the launches are timed
 GAP_TOL_US = 50.0                    # a reply later after DONE than the null's by more than this: the excess counts
 STALE_US = 20.0                      # a poll gap around DONE above this marks the call stale (read long, never short)
-NULL_WARMUP, NULL_CALLS = 10, 31       # the null model's calls: warm-up (clocks up), then the calibrating ones
+NULL_WARMUP, NULL_CALLS = 10, 31     # the null model's calls: warm-up (clocks up), then the calibrating ones
 ARM_FIRST_MS = 50.0                  # the arming deadline before the null calibrated it (warm-up: lazy loading)
-_SOCKET_EVERY = 1024                 # polls of DONE between two looks at the runner's socket (a reply without DONE)
-HOST_ENV = "CUDAL1_GATE_HOST"       # set: the CPU device gets the gate too, the runner's host playing the stream
+_SOCKET_EVERY = 1024                 # polls between two looks at a worker's socket (a reply without the word)
+HOST_ENV = "CUDAL1_GATE_HOST"       # set: the CPU device gets the gate too, the hosts playing the streams
 SLOW_NS = 1_000_000_000              # after this long DONE is polled every 0.5 ms (0.05% of such a call), not busily
+_SEAL_FUTURE_WRITE = 0x10            # F_SEAL_FUTURE_WRITE (Linux 5.1; not in Python's fcntl)
+_REGISTER = dict(portable=0x1, devicemap=0x2, read_only=0x8)    # cuMemHostRegister flags
 
 
 def requested(options):
     """True when options (options.Options) ask for the gate and it can apply: a GPU (or the CPU device with HOST_ENV
-    set: RunnerGate's host stand-in, for tests), the strict protocol, timed calls (not check_only, not a build ahead).
+    set: the host stand-in, for tests), the strict protocol, timed calls (not check_only, not a build ahead).
     $CUDAL1_CLOCK ("claims" | "gate") overrides options.clock."""
     clock = os.environ.get("CUDAL1_CLOCK") or options.clock
     return clock == "gate" and (options.device != "cpu" or bool(os.environ.get(HOST_ENV))) and \
@@ -51,17 +64,27 @@ def requested(options):
 
 
 class Page:
-    """The parent's page: a memfd of PAGE bytes, mapped; `fd` is handed to the runner at its fork (forkserver)."""
+    """A page the parent makes: a memfd of PAGE bytes, mapped here; `fd` is handed to workers at their fork
+    (forkserver). call_id: the last id used with it (the judge's page: ids only grow, GATE is compared with >=)."""
 
     def __init__(self):
-        self.fd = os.memfd_create("cudal1_gate")
+        self.fd = os.memfd_create("cudal1_gate", os.MFD_ALLOW_SEALING)
         os.ftruncate(self.fd, PAGE)
         self.mm = mmap.mmap(self.fd, PAGE)
         self.words = memoryview(self.mm).cast("I")
-        self.call_id = 0
+        self.call_id, self.sealed = 0, False
+
+    def seal(self):
+        """From now on no process can map the page writable, write() it or resize it (mappings made before keep
+        their rights: the parent's, the judge's). False where the kernel lacks F_SEAL_FUTURE_WRITE."""
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS,
+                        _SEAL_FUTURE_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+            self.sealed = True
+        return self.sealed
 
     def close(self):
-        """Unmapped and its fd closed (also when the Page is dropped: the evaluation's end)."""
+        """Unmapped and its fd closed (also when the Page is dropped)."""
         if self.fd is not None:
             self.words.release()
             self.mm.close()
@@ -74,57 +97,95 @@ class Page:
 
 
 class Times:
-    """perf_counter_ns stamps of one gated call: send, armed (None: the deadline opened the gate), gate, done (None:
-    the reply came without it), reply; stale_ns: the poll gap around DONE; event_ms: the runner's CUDA-event figure
-    (a diagnostic)."""
-    __slots__ = ("send", "armed", "gate", "done", "reply", "stale_ns", "event_ms")
+    """perf_counter_ns stamps of one gated call: send, armed (None: the deadline passed), gate (GATE seen), done
+    (None: the reply came without it), reply; stale_ns: the longer poll gap around GATE and around DONE; early: DONE
+    was there before the judge was asked to deliver; event_ms: the runner's CUDA-event figure (a diagnostic)."""
+    __slots__ = ("send", "armed", "gate", "done", "reply", "stale_ns", "early", "event_ms")
 
     def __init__(self, send):
         self.send, self.armed, self.gate, self.done, self.reply, self.stale_ns = send, None, None, None, None, 0
-        self.event_ms = None
+        self.early, self.event_ms = False, None
 
 
 def _readable(sock):
     return bool(select.select([sock], [], [], 0)[0])
 
 
-def timed_ask(worker, page, cmd, arm_ns, timeout, mem_limit=None):
-    """One gated call of `worker` (workers.Worker): (reply, Times). arm_ns: ns after the send at which the gate
-    opens if the runner has not armed. Raises workers.WorkerError as Worker.ask does."""
-    page.call_id += 1
-    cid, words = page.call_id, page.words
-    times = Times(time.perf_counter_ns())
-    worker.send(dict(cmd, call_id=cid))
-    arm_by = times.send + arm_ns
-    while True:
-        now = time.perf_counter_ns()
-        if words[ARMED] == cid:
-            times.armed = now
-            break
-        if now >= arm_by:
-            break
-        os.sched_yield()                            # a thread that shares this core (the runner's) runs first
-    times.gate = time.perf_counter_ns()
-    words[GATE] = cid
-    last, polls, end_by, replied = times.gate, 0, times.send + int(timeout * 1e9), False
-    while True:
-        seen = words[DONE] == cid
-        now = time.perf_counter_ns()
-        if seen:
-            times.done, times.stale_ns = now, now - last
-            break
-        if replied or now > end_by:
-            break                                   # a reply without DONE (an error), or a hang
-        last, polls = now, polls + 1
-        if now - times.gate < SLOW_NS:
+class JudgeFailure(RuntimeError):
+    """The judge could not deliver a gated call's inputs; dead: its process is gone (or its socket broke)."""
+
+    def __init__(self, msg, dead=False):
+        super().__init__(msg)
+        self.dead = dead
+
+
+def _judge_io(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as e:                          # workers.WorkerError (this module cannot import workers)
+        raise JudgeFailure(f"the judge: {e}", dead=True) from None
+
+
+def timed_ask(worker, page, judge, cmd, deliver, arm_ns, timeout, mem_limit=None):
+    """One gated call of `worker` (workers.Worker, the runner) with session page `page`, its inputs delivered by
+    `judge` (workers.JudgeWorker: gate_page, lock, worker) on command `deliver` (the judge's `deliver`, seed
+    included): (reply, Times). arm_ns: ns after the send at which the judge delivers if the runner has not armed.
+    Raises workers.WorkerError as Worker.ask does for the runner; JudgeFailure when the judge could not deliver."""
+    jpage = judge.gate_page
+    jpage.call_id += 1
+    cid, words, gate_words = jpage.call_id, page.words, jpage.words
+    end_by = time.perf_counter_ns() + int(timeout * 1e9)
+    with judge.lock:                                # nothing else may talk to the judge until its reply is read
+        times = Times(time.perf_counter_ns())
+        worker.send(dict(cmd, call_id=cid))
+        arm_by = times.send + arm_ns
+        while True:
+            now = time.perf_counter_ns()
+            if words[ARMED] == cid:
+                times.armed = now
+                break
+            if now >= arm_by:
+                break
+            os.sched_yield()                        # a thread that shares this core (the runner's) runs first
+        times.early = words[DONE] == cid            # before any delivery: the runner's stream did not wait
+        _judge_io(judge.worker.send, dict(deliver, call_id=cid))
+        polls, judged, last = 0, None, time.perf_counter_ns()
+        while True:                                 # the judge's stream writes GATE after the inputs and the flush
+            now = time.perf_counter_ns()            # stamped before each read: GATE opened after `last`, so t0 =
+            if gate_words[GATE] >= cid:             # last is never after the opening (a call reads long, not short)
+                break
+            last, polls = now, polls + 1
+            if polls % _SOCKET_EVERY == 0 and _readable(judge.worker.sock):
+                judged, _ = _judge_io(judge.worker.ask, None, 5.0)   # it replies after GATE: before it, a failure
+                if gate_words[GATE] < cid:
+                    raise JudgeFailure(f"the judge did not deliver the inputs: {judged.get('error')}")
+            if now > end_by:
+                raise JudgeFailure("the judge did not deliver the inputs in time", dead=True)
             os.sched_yield()
-            replied = polls % _SOCKET_EVERY == 0 and _readable(worker.sock)
-        else:                                       # a long call: polled every 0.5 ms, its host memory watched
-            worker.check_memory(mem_limit)
-            replied = bool(select.select([worker.sock], [], [], 0.0005)[0])
-    while times.done is not None and not _readable(worker.sock) and time.perf_counter_ns() < end_by:
-        os.sched_yield()                            # the reply's arrival, busy-polled (no wake-up latency)
-    times.reply = time.perf_counter_ns()
+        times.gate, times.stale_ns = last, now - last
+        last, polls, replied = times.gate, 0, False
+        while True:
+            seen = words[DONE] == cid
+            now = time.perf_counter_ns()
+            if seen:
+                times.done, times.stale_ns = now, max(times.stale_ns, now - last)
+                break
+            if replied or now > end_by:
+                break                               # a reply without DONE (an error), or a hang
+            last, polls = now, polls + 1
+            if now - times.gate < SLOW_NS:
+                os.sched_yield()
+                replied = polls % _SOCKET_EVERY == 0 and _readable(worker.sock)
+            else:                                   # a long call: polled every 0.5 ms, its host memory watched
+                worker.check_memory(mem_limit)
+                replied = bool(select.select([worker.sock], [], [], 0.0005)[0])
+        while times.done is not None and not _readable(worker.sock) and time.perf_counter_ns() < end_by:
+            os.sched_yield()                        # the reply's arrival, busy-polled (no wake-up latency)
+        times.reply = time.perf_counter_ns()
+        if judged is None:
+            judged, _ = _judge_io(judge.worker.ask, None, 5.0)
+    if not judged.get("ok"):
+        raise JudgeFailure(f"the judge did not deliver the inputs: {judged.get('error')}")
     reply, _ = worker.ask(None, max(0.001, (end_by - times.reply) / 1e9), mem_limit)
     return reply, times
 
@@ -144,17 +205,20 @@ class Calibration:
 
     def call_ms(self, t):
         """(counted ms, tail ms charged) of one call: gate to DONE less the fixed cost (at least 1 us: the gate
-        resolves nothing finer), plus the reply's delay beyond the null's when it exceeds GAP_TOL_US. A call without
-        DONE raises ValueError (its DONE was suppressed: only a tampered runner replies without it)."""
+        resolves nothing finer), plus the reply's delay beyond the null's when it exceeds GAP_TOL_US. Raises
+        ValueError for a call without DONE or with DONE before its gate opened (only a tampered runner does either:
+        its stream did not wait for the gate, or it suppressed DONE)."""
         if t.done is None:
             raise ValueError("the call's DONE word never came though the runner replied")
+        if t.early:
+            raise ValueError("the call's DONE word came before its inputs were delivered")
         tail = max(0.0, (t.reply - t.done) - self.gap)
         tail = tail if tail > GAP_TOL_US * 1e3 else 0.0
         return max(1e-3, (t.done - t.gate - self.fixed) / 1e6) + tail / 1e6, tail / 1e6
 
     def summary(self, rows):
         """The record's clock fields of gated calls `rows` (Times)."""
-        tails = [self.call_ms(t)[1] for t in rows if t.done is not None]
+        tails = [self.call_ms(t)[1] for t in rows if t.done is not None and not t.early]
         events = [t.event_ms for t in rows if t.event_ms is not None]
         return dict(kind="gate", event_ms=round(statistics.median(events), 5) if events else None,
                     fixed_ms=round(self.fixed / 1e6, 5), pre_ms=round(self.pre / 1e6, 5),
@@ -163,7 +227,7 @@ class Calibration:
                     stale=sum(t.stale_ns > STALE_US * 1e3 for t in rows), calls=len(rows))
 
 
-# ------------------------------------------------------------------------------------------ the runner's side
+# ------------------------------------------------------------------------------------------ the driver
 
 _DRIVER = []
 
@@ -182,7 +246,7 @@ def _driver():
             fn = getattr(lib, name + "_v2", None) or getattr(lib, name)
             fn.argtypes, fn.restype = args, ctypes.c_int
             fns[name] = fn
-        lib.cuInit(0)                               # (torch did it already in a runner on a GPU: harmless)
+        lib.cuInit(0)                               # (torch did it already in a process on a GPU: harmless)
         lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
         fns["error"] = lib.cuGetErrorString
         _DRIVER.append(fns)
@@ -196,9 +260,77 @@ def _cu(rc, what):
         raise RuntimeError(f"{what} failed: CUresult {rc} {(msg.value or b'').decode(errors='replace')}")
 
 
+def _pin(mm, flags):
+    """The device address of mapped page `mm`, pinned by the driver with `flags` (_REGISTER names)."""
+    host = np.frombuffer(mm, dtype=np.uint8).ctypes.data         # (a read-only mapping has an address too)
+    drv = _driver()
+    _cu(drv["cuMemHostRegister"](host, PAGE, sum(_REGISTER[f] for f in flags)), "cuMemHostRegister")
+    dptr = ctypes.c_uint64()
+    _cu(drv["cuMemHostGetDevicePointer"](ctypes.byref(dptr), host, 0), "cuMemHostGetDevicePointer")
+    return dptr.value
+
+
+# ------------------------------------------------------------------------------------------ the inputs' buffer
+
+def input_layout(inputs):
+    """[(offset, nbytes, dtype, shape) or None] per input of a task: a tensor's place in the judge's input buffer
+    (256-byte aligned), None for a value that is not a tensor (each side uses its own: they do not depend on the
+    seed). Raises ValueError for a tensor the buffer cannot hold in place (not contiguous)."""
+    out, off = [], 0
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor):
+            out.append(None)
+            continue
+        if not x.is_contiguous():
+            raise ValueError(f"input {i} is not contiguous: the gate delivers inputs as stored")
+        n = x.numel() * x.element_size()
+        out.append((off, n, str(x.dtype).removeprefix("torch."), list(x.shape)))
+        off += (n + 255) // 256 * 256
+    return out
+
+
+def open_inputs(spec):
+    """The base input_views reads from the judge's spec (JudgeGate.allocate): the device address of its buffer (CUDA
+    IPC), or its file mapped copy-on-write (read-only here: the runner's folder may be another's; the judge's
+    later writes show through every page the runner has not written)."""
+    if spec["kind"] == "ipc":
+        return exchange.ipc_open(spec["handle"])
+    fd = os.open(spec["path"], os.O_RDONLY)
+    try:
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
+    finally:
+        os.close(fd)
+
+
+def input_views(base, layout, own_inputs, dev):
+    """The inputs a runner's models read: views of the judge's buffer at device address `base` (CUDA IPC) or of
+    the mapped file `base` (a writable buffer: the CPU stand-in), the values that are not tensors from own_inputs."""
+    views = []
+    for item, own in zip(layout, own_inputs):
+        if item is None:
+            views.append(own)
+            continue
+        off, n, dtype, shape = item
+        if not n:
+            raw = torch.empty(0, dtype=torch.uint8, device=dev)
+        elif isinstance(base, int):
+            raw = torch.as_tensor(_DeviceBytes(base + off, n), device=dev)
+        else:
+            raw = torch.frombuffer(base, dtype=torch.uint8, count=n, offset=off)
+        views.append(raw.view(getattr(torch, dtype)).reshape(shape))
+    return views
+
+
+class _DeviceBytes:
+    """n bytes of device memory at `ptr`, for torch.as_tensor (no copy: __cuda_array_interface__)."""
+
+    def __init__(self, ptr, n):
+        self.__cuda_array_interface__ = dict(shape=(n,), typestr="|u1", data=(ptr, False), version=2, strides=None)
+
+
 class NullModel:
     """Returns preallocated zero tensors of the reference output's layout (the judge's [(offset, nbytes, dtype,
-    shape)]): its gated calls cost what a call costs around the model (inputs, copy, checksum, polls)."""
+    shape)]): its gated calls cost what a call costs around the model (delivery, copy, checksum, polls)."""
 
     def __init__(self, layout, dev):
         self.out = [torch.zeros(shape, dtype=getattr(torch, dtype), device=dev) for _, _, dtype, shape in layout]
@@ -207,48 +339,45 @@ class NullModel:
         return self.out[0] if len(self.out) == 1 else tuple(self.out)
 
 
-class RunnerGate:
-    """The runner's side: the page (fd from the parent) mapped and pinned (cuMemHostRegister DEVICEMAP|PORTABLE),
-    its device address, an L2 flush buffer. Raises RuntimeError where the driver refuses (no stream memory ops) or
-    the output exchange is not CUDA IPC. On the CPU device (HOST_ENV) the host plays the stream."""
+# ------------------------------------------------------------------------------------------ the runner's side
 
-    def __init__(self, fd, dev, exchange):
-        self.dev, self.host = dev, dev.type != "cuda"
+class RunnerGate:
+    """The runner's side: its session page (fd, DONE and ARMED) mapped and pinned, the judge's page (judge_fd, GATE)
+    mapped read-only and pinned read-only, `inputs` (input_views of the judge's buffer) the models are called on.
+    Raises RuntimeError where the driver refuses (no stream memory ops, no read-only registration) or the output
+    exchange is not CUDA IPC. On the CPU device (HOST_ENV) the host plays the stream."""
+
+    def __init__(self, fd, judge_fd, dev, exchange_, inputs):
+        self.dev, self.host, self.inputs = dev, dev.type != "cuda", inputs
         self.mm = mmap.mmap(fd, PAGE)
         self.words = memoryview(self.mm).cast("I")
+        self.gate_mm = mmap.mmap(judge_fd, PAGE, prot=mmap.PROT_READ)     # sealed: PROT_WRITE is refused
+        self.gate_words = memoryview(self.gate_mm).cast("I")
         if self.host:
             return
-        if exchange is None or exchange.ptr is None:
+        if exchange_ is None or exchange_.ptr is None:
             raise RuntimeError("the output exchange is not CUDA IPC (a file): no gate")
         torch.zeros(1, device=dev)                             # the primary context, current on this thread
-        host = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
-        drv = _driver()
-        _cu(drv["cuMemHostRegister"](host, PAGE, 0x1 | 0x2), "cuMemHostRegister")   # PORTABLE | DEVICEMAP
-        dptr = ctypes.c_uint64()
-        _cu(drv["cuMemHostGetDevicePointer"](ctypes.byref(dptr), host, 0), "cuMemHostGetDevicePointer")
-        self.dptr = dptr.value
-        l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
-        self.flush_buf = torch.empty(2 * l2 if l2 > 0 else 256 << 20, dtype=torch.uint8, device=dev)
+        self.dptr = _pin(self.mm, ("portable", "devicemap"))
+        self.gate_dptr = _pin(self.gate_mm, ("portable", "devicemap", "read_only"))
         self.events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
 
-    def call(self, model, inputs, call_id, exchange, leaves):
-        """One gated call (module docstring); exchange: the runner's Exchange; leaves(out): the output's leaves.
+    def call(self, model, call_id, exchange_, leaves):
+        """One gated call (module docstring); exchange_: the runner's Exchange; leaves(out): the output's leaves.
         Returns (ms by CUDA events on the stream from the gate to the model's return: a diagnostic, never counted;
         checksum; memory orders of the leaves; the output); checksum and orders None when the output does not fit
         the judge's layout (the judge names the mismatch from the output's meta)."""
         if self.host:
-            return self._host_call(model, inputs, call_id, exchange, leaves)
+            return self._host_call(model, call_id, exchange_, leaves)
         drv, stream = _driver(), torch.cuda.current_stream(self.dev)
-        kernel_eval.l2_flush(self.flush_buf)
-        torch.cuda.synchronize()
-        _cu(drv["cuStreamWaitValue32"](stream.cuda_stream, self.dptr + 4 * GATE, call_id, 0x0), "wait")  # GEQ
+        _cu(drv["cuStreamWaitValue32"](stream.cuda_stream, self.gate_dptr + 4 * GATE, call_id, 0x0), "wait")  # GEQ
         start, end = self.events
         start.record(stream)
-        out = model(*inputs)
+        out = model(*self.inputs)
         end.record(stream)
         with torch.cuda.stream(stream):            # the gated stream, whatever the model left current
             try:
-                flat = exchange.copy([x for x in leaves(out) if isinstance(x, torch.Tensor)], stream.cuda_stream)
+                flat = exchange_.copy([x for x in leaves(out) if isinstance(x, torch.Tensor)], stream.cuda_stream)
             except ValueError:
                 flat = None
             acc = kernel_eval.checksum_start(flat) if flat else None
@@ -258,49 +387,137 @@ class RunnerGate:
         if flat is None:
             return start.elapsed_time(end), None, None, out
         cs = kernel_eval.checksum_value(acc) if flat else 0          # no tensor leaf: the sum of nothing
-        return start.elapsed_time(end), cs, exchange.orders, out
+        return start.elapsed_time(end), cs, exchange_.orders, out
 
-    def _host_call(self, model, inputs, call_id, exchange, leaves):
+    def _host_call(self, model, call_id, exchange_, leaves):
         """call() on the CPU device, the host in the stream's place: armed, the gate awaited, the model, the output
         delivered, DONE. It tests the protocol's plumbing end to end; a host can forge every word, so it is no clock
         to trust (hence opt-in by HOST_ENV alone)."""
         self.words[ARMED] = call_id
-        while self.words[GATE] < call_id:
+        while self.gate_words[GATE] < call_id:
             os.sched_yield()
-        out = model(*inputs)
+        out = model(*self.inputs)
         try:
-            flat = exchange.copy([x for x in leaves(out) if isinstance(x, torch.Tensor)])
+            flat = exchange_.copy([x for x in leaves(out) if isinstance(x, torch.Tensor)])
         except ValueError:
             flat = None
         self.words[DONE] = call_id
-        return 0.0, None if flat is None else kernel_eval.checksum(flat), exchange.orders, out
+        return 0.0, None if flat is None else kernel_eval.checksum(flat), exchange_.orders, out
+
+
+# ------------------------------------------------------------------------------------------ the judge's side
+
+class JudgeGate:
+    """The judge's side: its page (fd, mapped writable before the parent sealed it), the input buffer of the
+    current task (allocate()) and deliver(), which opens the gate of a call once its inputs are in place."""
+
+    def __init__(self, fd, dev):
+        self.dev, self.host = dev, dev.type != "cuda"
+        self.mm = mmap.mmap(fd, PAGE)
+        self.words = memoryview(self.mm).cast("I")
+        self.dptr, self.buffer, self.layout, self.flush_buf, self.delivered = None, None, None, None, None
+
+    def allocate(self, inputs, path=None):
+        """A buffer for `inputs` (a task's, from make_inputs): a cudaMalloc'd allocation of its own shared by CUDA
+        IPC, or on the CPU device the file `path`. Returns the runner's spec: dict(kind, handle | path, layout).
+        Raises ValueError for inputs the buffer cannot hold (input_layout)."""
+        self.release()
+        self.layout = input_layout(inputs)
+        total = max([off + n for off, n, _, _ in filter(None, self.layout)] + [256])
+        if self.host:
+            with open(path, "wb") as f:
+                f.truncate(total)
+            fd = os.open(path, os.O_RDWR)
+            try:
+                self.buffer = dict(kind="file", path=path, mm=mmap.mmap(fd, total))
+            finally:
+                os.close(fd)
+            return dict(kind="file", path=path, layout=self.layout)
+        if self.dptr is None:
+            self.dptr = _pin(self.mm, ("portable", "devicemap"))
+            l2 = getattr(torch.cuda.get_device_properties(self.dev), "L2_cache_size", 0)
+            self.flush_buf = torch.empty(2 * l2 if l2 > 0 else 256 << 20, dtype=torch.uint8, device=self.dev)
+        ptr, handle = exchange.ipc_alloc(total)
+        self.buffer = dict(kind="ipc", ptr=ptr)
+        return dict(kind="ipc", handle=handle, layout=self.layout)
+
+    def release(self):
+        if self.buffer and self.buffer["kind"] == "ipc":
+            torch.cuda.synchronize(self.dev)
+            exchange.cudart().cudaFree(ctypes.c_void_p(self.buffer["ptr"]))
+        elif self.buffer:
+            self.buffer["mm"].close()
+        self.buffer = None
+
+    def deliver(self, inputs, call_id):
+        """`inputs` (made from the call's seed) copied into the buffer, the L2 flushed, then GATE = call_id, all on
+        this process's stream; returns once GATE is written (the parent reads a reply before GATE as a failure)."""
+        if self.buffer is None:
+            raise RuntimeError("no input buffer: allocate() first")
+        tensors = [(item, x) for item, x in zip(self.layout, inputs) if item is not None]
+        for (_, n, _, shape), x in tensors:
+            if not isinstance(x, torch.Tensor) or x.numel() * x.element_size() != n:
+                raise RuntimeError(f"an input of shape {shape} came out as {getattr(x, 'shape', type(x))} for this "
+                                   "seed: the gate needs inputs of one layout")
+        if self.host:
+            for (off, n, _, _), x in tensors:
+                self.buffer["mm"][off:off + n] = x.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+            self.words[GATE] = call_id
+            return
+        stream = torch.cuda.current_stream(self.dev)
+        for (off, n, _, _), x in tensors:
+            if n:
+                exchange.copy_async(self.buffer["ptr"] + off, x.contiguous().data_ptr(), n, stream.cuda_stream)
+        kernel_eval.l2_flush(self.flush_buf)
+        _cu(_driver()["cuStreamWriteValue32"](stream.cuda_stream, self.dptr + 4 * GATE, call_id, 0x0), "write")
+        self.delivered = inputs                     # alive until the copies ran
+        stream.synchronize()
 
 
 # ------------------------------------------------------------------------------------------ the parent's side
 
 class SessionGate:
-    """The gate of one evaluation (session.Session): its page, the calibration, every gated call's Times (rows:
-    the reference's then the candidate's, once calibrated). why: the reason the runner could not arm it or its
-    calibration failed (then claims count), or None."""
+    """The gate of one evaluation (session.Session): its page (DONE, ARMED), its judge (workers.JudgeWorker: GATE
+    and the inputs), the calibration, every gated call's Times (rows: the reference's then the candidate's, once
+    calibrated). why: the reason the gate could not be armed or calibrated (then claims count), or None."""
 
-    def __init__(self):
-        self.page, self.calib, self.rows, self.null_rows, self.why = Page(), None, [], [], None
+    def __init__(self, judge):
+        self.page, self.judge, self.calib, self.rows, self.null_rows, self.why = Page(), judge, None, [], [], None
+        self.task = {}                              # task_key, task_src: what the judge's deliver needs
+
+    def pass_fds(self):
+        """The pages a runner is handed at its fork (workers.Worker's pass_fds)."""
+        return dict(gate_fd=self.page.fd, judge_gate_fd=self.judge.gate_page.fd)
 
     def arm(self, session):
-        """The runner pins the page (its `gate` command, after the output exchange is open). Returns False, with
-        `why` set, where it cannot (no CUDA IPC, the driver refuses)."""
-        r, _ = session.ask(dict(op="gate"))
+        """The judge makes the input buffer of the task, then the runner maps it and pins the pages (its `gate`
+        command, after the output exchange is open). Returns False, with `why` set, where either cannot: the
+        judge's page is not sealed, no CUDA IPC, inputs the buffer cannot hold, the driver refuses."""
+        self.task = dict(task_key=session.task_key, task_src=session.task_src)
+        if not self.judge.gate_page.sealed:
+            self.why = "the judge's page could not be sealed (F_SEAL_FUTURE_WRITE): a runner could open its own gate"
+            return False
+        try:
+            spec, _ = session.judge(dict(op="inputs", path=os.path.join(session.tmp, "inputs.bin")))
+        except RuntimeError as e:
+            self.why = f"the judge's input buffer: {e}"[:300]
+            return False
+        r, _ = session.ask(dict(op="gate", inputs=spec["spec"]))
         self.why = None if r["ok"] else r["error"]
         return bool(r["ok"])
 
     def ask(self, worker, cmd, timeout, mem_limit=None):
-        """One gated call: (reply, wall s from the send to the reply). Once calibrated, reply["ms"] is the counted
-        ms (Calibration.call_ms) and the runner's own figure is kept as reply["event_ms"]. Raises ValueError for a
-        reply without DONE, workers.WorkerError as Worker.ask does."""
+        """One gated call: (reply, wall s from the send to the reply). The call's seed goes to the judge alone.
+        Once calibrated, reply["ms"] is the counted ms (Calibration.call_ms) and the runner's own figure is kept as
+        reply["event_ms"]. Raises ValueError for a call without DONE or with DONE before its gate, JudgeFailure when
+        the judge could not deliver, workers.WorkerError as Worker.ask does."""
         arm_ns = self.calib.arm_ns if self.calib else int(ARM_FIRST_MS * 1e6)
-        reply, t = timed_ask(worker, self.page, cmd, arm_ns, timeout, mem_limit)
+        reply, t = timed_ask(worker, self.page, self.judge, {k: v for k, v in cmd.items() if k != "seed"},
+                             dict(op="deliver", seed=cmd["seed"], **self.task), arm_ns, timeout, mem_limit)
         self.rows.append(t)
         t.event_ms = reply.get("ms") if isinstance(reply.get("ms"), (int, float)) else None
+        if t.early:
+            raise ValueError("the call's DONE word came before its inputs were delivered")
         if self.calib is not None and reply.get("ok"):
             reply = dict(reply, event_ms=reply.get("ms"), ms=self.calib.call_ms(t)[0])
         return reply, (t.reply - t.send) / 1e9
@@ -327,6 +544,7 @@ class SessionGate:
 
     def record(self, n_ref):
         """The record's clock fields: the candidate's gated calls (after the reference's first n_ref), and the
-        reference's under "ref"."""
+        reference's under "ref"; sealed: the judge's page could not be written by a runner."""
         ref = self.calib.summary(self.rows[:n_ref])
-        return dict(self.calib.summary(self.rows[n_ref:]), ref={k: ref[k] for k in ("late_arms", "tails", "stale")})
+        return dict(self.calib.summary(self.rows[n_ref:]), sealed=self.judge.gate_page.sealed,
+                    ref={k: ref[k] for k in ("late_arms", "tails", "stale")})

@@ -30,6 +30,7 @@ import torch
 
 from harness import cores
 from harness import exchange
+from harness import gate
 from harness import kernel_eval
 from harness import runner
 from harness import task_io
@@ -197,7 +198,7 @@ class _Judge:
     def __init__(self, dev):
         self.dev, self.cuda = dev, dev.type == "cuda"
         self.infos, self.task, self.clocks, self.buffer_spec, self.bandwidth_gbs = {}, None, {}, None, None
-        self.screens = {}
+        self.screens, self.gate = {}, None
 
     def ensure(self, cmd):
         if self.task is None or self.task.key != cmd["task_key"]:
@@ -280,21 +281,28 @@ class _Judge:
         total = max(self.infos[cmd["task_key"]]["total"], ALIGN)
         lay = self.infos[cmd["task_key"]]["layout"]
         if self.cuda and cmd.get("kind", "ipc") == "ipc":
-            lib, ptr = exchange.cudart(), ctypes.c_void_p()
-            exchange._ck(lib.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(total)), "cudaMalloc")
-            h = exchange._IpcHandle()
-            try:
-                exchange._ck(lib.cudaIpcGetMemHandle(ctypes.byref(h), ptr), "cudaIpcGetMemHandle")
-            except RuntimeError:
-                lib.cudaFree(ptr)
-                raise
-            self.buffer_spec = dict(kind="ipc", ptr=ptr.value, total=total)
-            return dict(ok=True, spec=dict(kind="ipc", handle=bytes(h).hex(), layout=lay))
+            ptr, handle = exchange.ipc_alloc(total)
+            self.buffer_spec = dict(kind="ipc", ptr=ptr, total=total)
+            return dict(ok=True, spec=dict(kind="ipc", handle=handle, layout=lay))
         path = cmd["path"]
         with open(path, "wb") as f:
             f.truncate(total)
         self.buffer_spec = dict(kind="file", path=path, total=total)
         return dict(ok=True, spec=dict(kind="file", path=path, layout=lay))
+
+    def inputs(self, cmd):
+        """The buffer the gated calls' inputs are delivered into (gate.JudgeGate.allocate), for the current task;
+        returns its spec for the runner."""
+        if self.gate is None:
+            raise RuntimeError("this judge has no gate page")
+        t = self.ensure(cmd)
+        return dict(ok=True, spec=self.gate.allocate(task_io.make_inputs(t.mod, task_io.SEED, self.dev),
+                                                     cmd.get("path")))
+
+    def deliver(self, cmd):
+        """A gated call's inputs, made here from its seed, into the buffer; then its gate opened (gate.py)."""
+        self.gate.deliver(task_io.make_inputs(self.ensure(cmd).mod, cmd["seed"], self.dev), cmd["call_id"])
+        return dict(ok=True)
 
     def close_exchange(self):
         if self.buffer_spec and self.buffer_spec["kind"] == "ipc":
@@ -471,7 +479,8 @@ TRIM = os.environ.get("CUDAL1_JUDGE_TRIM", "1") != "0"   # return cached GPU mem
 
 
 def main(sock, spec):
-    """Entry point of a forked judge: one reply per command (warm | setup | exchange | check | exit)."""
+    """Entry point of a forked judge: one reply per command (warm | setup | exchange | inputs | deliver | check |
+    exit)."""
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(1)
     cores.pin(spec.get("cpus"))                              # the timing cores (cores.core_split): it works under
@@ -481,6 +490,8 @@ def main(sock, spec):
     with contextlib.suppress(Exception):                 # no other process of this user may read our memory
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)           # PR_SET_DUMPABLE 0
     judge = _Judge(dev)
+    if spec.get("gate_fd") is not None:                # mapped before the hello: the parent seals it after that
+        judge.gate = gate.JudgeGate(spec["gate_fd"], dev)
     runner.send(sock, dict(op="hello", pid=os.getpid(), t=time.time()))
     while True:
         try:
@@ -491,7 +502,8 @@ def main(sock, spec):
         if op == "exit":
             return
         try:
-            fn = dict(warm=judge.warm, setup=judge.setup, exchange=judge.exchange, check=judge.check)[op]
+            fn = dict(warm=judge.warm, setup=judge.setup, exchange=judge.exchange, check=judge.check,
+                      inputs=judge.inputs, deliver=judge.deliver)[op]
             reply = fn(cmd)
         except Exception as e:
             reply = dict(ok=False, **runner.describe(e))

@@ -301,8 +301,10 @@ def _handle(cmd, state, spec, dev):
     if op == "exchange":
         state["ex"] = exchange.Exchange(cmd["spec"])
         return dict(ok=True)
-    if op == "gate":                      # the page the parent handed over at the fork, pinned (gate.py)
-        state["gate"] = gate.RunnerGate(spec["gate_fd"], dev, state["ex"])
+    if op == "gate":                      # the pages handed over at the fork, pinned; the judge's input buffer mapped
+        own = task_io.make_inputs(state["task"], task_io.SEED, dev)     # (gate.py): timed calls read them there
+        views = gate.input_views(gate.open_inputs(cmd["inputs"]), cmd["inputs"]["layout"], own, dev)
+        state["gate"] = gate.RunnerGate(spec["gate_fd"], spec["judge_gate_fd"], dev, state["ex"], views)
         return dict(ok=True)
     if op == "trial":
         inputs = task_io.make_inputs(state["task"], cmd["seed"], dev)
@@ -329,18 +331,19 @@ def _handle(cmd, state, spec, dev):
                      input_mutated=task_io.fingerprint(inputs) != fp)
         reply["checksum"], reply["order"] = _deliver(state, out)
         return reply
+    if op == "call" and cmd.get("call_id") is not None:     # timed by the parent through the gate (gate.py): the
+        with torch.no_grad():                               # inputs are the judge's to deliver; ms is not counted
+            task_io.set_flags(task_io.FIXED_FLAGS if state.get("reference") else state["flags"])
+            ms, cs, order, out = state["gate"].call(state["model"], cmd["call_id"], state["ex"], task_io.leaves)
+            return dict(ok=True, ms=ms, checksum=cs, order=order, meta=task_io.meta(out))
     if op == "call":
         with torch.no_grad():
             seed = cmd["seed"]
             inputs = state["inputs"][1] if seed == state["inputs"][0] else task_io.make_inputs(state["task"], seed, dev)
             state["inputs"] = (seed, inputs) if spec["protocol"] == "kernelbench" else (None, None)
-            if state["clock"] is None and "call_id" not in cmd:   # made here, under the GPU's lock: its calibration
+            if state["clock"] is None:                    # made here, under the GPU's lock: its calibration
                 state["clock"] = Clock(dev, spec["protocol"])  # runs GPU work
             task_io.set_flags(task_io.FIXED_FLAGS if state.get("reference") else state["flags"])
-            if cmd.get("call_id") is not None:        # timed by the parent through the gate: ms is not counted
-                ms, cs, order, out = state["gate"].call(state["model"], inputs, cmd["call_id"], state["ex"],
-                                                        task_io.leaves)
-                return dict(ok=True, ms=ms, checksum=cs, order=order, meta=task_io.meta(out))
             ms, out = state["clock"].call(state["model"], inputs)
             cs, order = _deliver(state, out)
             return dict(ok=True, ms=ms, checksum=cs, order=order, meta=task_io.meta(out))

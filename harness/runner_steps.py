@@ -66,7 +66,7 @@ class RunnerSteps:
         self.mem_limit = float(os.environ.get("CUDAL1_MEM_LIMIT_GB") or MEM_LIMIT_GB) * 2 ** 30
         self.mark = time.perf_counter()
         self.clock_kind = "cpu" if options.device == "cpu" else "wall"   # "gate" once the runner armed it (setup())
-        self.gate = gate.SessionGate() if gate.requested(options) else None
+        self.gate = gate.SessionGate(judge_worker) if gate.requested(options) and judge_worker else None
 
     def timing_cpus(self):
         """This GPU's timing cores (cores.core_split), or None."""
@@ -93,8 +93,12 @@ class RunnerSteps:
             gated = op == "call" and self.clock_kind == "gate"     # the parent's clock through the gate (gate.py)
             reply, wall = self.gate.ask(self.runner_worker, cmd, limit, self.mem_limit) if gated else \
                 self.runner_worker.ask(cmd, limit, self.mem_limit, clock=self.clock_kind if op == "call" else "wall")
-        except ValueError as e:                           # a gated call's reply without its DONE word
+        except ValueError as e:                           # a gated call without its DONE word, or DONE too early
             raise Stop("hack", "clock_mismatch", f"{e}: the runner's stream operations were tampered with")
+        except gate.JudgeFailure as e:                    # the judge could not deliver a gated call's inputs
+            if e.dead:
+                drop_judge(self.judge_worker)
+            raise Stop("crash", None, f"the judge failed during a gated call: {e}", "JudgeError")
         except WorkerError as e:
             self.runner_worker.kill()
             tail = self.runner_worker.log_tail()
@@ -151,7 +155,7 @@ class RunnerSteps:
             os.makedirs(cache, exist_ok=True)   # writable under Landlock, which allows only existing folders
         worker = Worker("runner", spec, env, folder, start_timeout=self.left(), build_dir=build_dir,
                         writable_files=[exchange["path"]] if exchange.get("kind") == "file" else [],
-                        writable_dirs=caches, gate_fd=self.gate and self.gate.page.fd)
+                        writable_dirs=caches, pass_fds=self.gate and self.gate.pass_fds())
         self.res["sandbox"] = worker.sandbox
         self.res["phase_s"]["landlock"] = worker.confined.get("landlock_ms") and \
             round(worker.confined["landlock_ms"] / 1e3, 5)

@@ -11,6 +11,7 @@ nothing here runs inside the fork server, everything here runs in the caller's p
 import contextlib, json, os, select, socket, sys, threading, time
 
 from harness import cores
+from harness import gate
 from harness import kernel_eval
 from harness import runner
 from harness import sandbox
@@ -53,11 +54,11 @@ class Worker:
     reply or a process group over the host-memory limit raise WorkerError."""
 
     def __init__(self, role, spec, env, cwd, start_timeout=120.0, build_dir=None, writable_files=(), writable_dirs=(),
-                 gate_fd=None):
+                 pass_fds=None):
         self.log, self.t0 = os.path.join(cwd, f"{role}.log"), time.time()
         self.zygote = fork_server(env.get("CUDAL1_BUILD_ROOT"))
         self.sock, self.server_pid = self.zygote.fork(role, spec, env, cwd, self.log, build_dir, writable_files,
-                                                      writable_dirs, gate_fd)
+                                                      writable_dirs, pass_fds)
         self.pid, self.exit, self.sandbox = self.server_pid, None, "none"
         self.confined = self._preamble(start_timeout)
         hello, _ = self.ask(None, start_timeout)
@@ -164,14 +165,19 @@ class Worker:
 _JUDGES, _JLOCK, _GPU_LOCKS, _JSTART = {}, threading.Lock(), {}, {}
 
 
-class _Judge:
-    """The judge worker of one (device, GPU, build root), shared by every evaluation in this process."""
+class JudgeWorker:
+    """The judge worker of one (device, GPU, build root), shared by every evaluation in this process, and its gate
+    page (gate.py: the GATE word its stream writes; sealed once the judge has mapped it, so a runner handed it later
+    can only read it)."""
 
     def __init__(self, device, gpu, build_root):
         self.tmp = work_folder(build_root)
         split = cores.core_split(device, gpu)
         spec = dict(device=device, cpus=split and split[0], kernel_eval=kernel_eval.for_worker(device, build_root))
-        self.worker = Worker("judge", spec, scrubbed_env(self.tmp, build_root, gpu=gpu), self.tmp)
+        self.gate_page = gate.Page()
+        self.worker = Worker("judge", spec, scrubbed_env(self.tmp, build_root, gpu=gpu), self.tmp,
+                             pass_fds=dict(gate_fd=self.gate_page.fd))
+        self.gate_page.seal()
         self.lock = threading.Lock()
 
     def ask(self, cmd, timeout=900.0):
@@ -192,7 +198,7 @@ def judge_for(device, gpu, build_root):
     with starting:
         judge_worker = _JUDGES.get(key)
         if judge_worker is None or judge_worker.worker.pid is None:
-            judge_worker = _Judge(device, gpu, build_root)
+            judge_worker = JudgeWorker(device, gpu, build_root)
             with _JLOCK:
                 _JUDGES[key] = judge_worker
         return judge_worker

@@ -100,18 +100,22 @@ def _busy(seconds):
         os.sched_yield()                      # the parent polls on a core of its own only on a big box
 
 
-def _fake_runner(sock, words):
+def _fake_runner(sock, words, gate_words):
     """The runner and its GPU in one process: per call, cmd["fake"] says what it does (arm, work s before DONE,
-    early: DONE as soon as the gate opens, tail s between DONE and the reply, no_done)."""
+    early: DONE as soon as the gate opens, tail s between DONE and the reply, no_done, done_first: DONE before
+    arming, its stream not waiting for the gate)."""
     while True:
         try:
             cmd = runner.recv(sock)
         except (EOFError, OSError, ValueError):
             os._exit(0)
         f, cid = cmd["fake"], cmd["call_id"]
+        assert "seed" not in cmd, "a runner was told the seed of a gated call"
+        if f.get("done_first"):
+            words[gate.DONE] = cid
         if f.get("arm", True):
             words[gate.ARMED] = cid
-        while words[gate.GATE] < cid:
+        while gate_words[gate.GATE] < cid:
             os.sched_yield()
         if f.get("early"):
             words[gate.DONE] = cid
@@ -122,8 +126,22 @@ def _fake_runner(sock, words):
         runner.send(sock, dict(ok=True, ms=0.0, checksum=0, order=None, meta=[]))
 
 
+def _fake_judge(sock, gate_words):
+    """The judge's deliver: GATE = call_id, then the reply (a seed of -1: the reply alone, nothing delivered)."""
+    while True:
+        try:
+            cmd = runner.recv(sock)
+        except (EOFError, OSError, ValueError):
+            os._exit(0)
+        if cmd["seed"] == -1:
+            runner.send(sock, dict(ok=False, error="RuntimeError: no inputs for this seed"))
+            continue
+        gate_words[gate.GATE] = cmd["call_id"]
+        runner.send(sock, dict(ok=True))
+
+
 class FakeWorker:
-    """workers.Worker's surface that gate.timed_ask uses, on a socket to _fake_runner."""
+    """workers.Worker's surface that gate.timed_ask uses, on a socket to a forked fake."""
 
     def __init__(self, sock):
         self.sock = sock
@@ -137,43 +155,75 @@ class FakeWorker:
     def ask(self, cmd, timeout, mem_limit=None):
         assert cmd is None
         r, _, _ = select.select([self.sock], [], [], timeout)
-        assert r, "no reply from the fake runner"
+        assert r, "no reply from the fake"
         return runner.recv(self.sock), 0.0
+
+
+class FakeJudge:
+    """workers.JudgeWorker's surface that gate.timed_ask uses: its page, lock and worker (a forked _fake_judge)."""
+
+    def __init__(self):
+        import socket
+        import threading
+        self.gate_page, self.lock = gate.Page(), threading.Lock()
+        a, b = socket.socketpair()
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                a.close()
+                _fake_judge(b, self.gate_page.words)
+            finally:
+                os._exit(0)
+        b.close()
+        self.worker = FakeWorker(a)
+
+    def close(self):
+        self.worker.sock.close()
+        os.waitpid(self.pid, 0)
+        self.gate_page.close()
+
+
+def call(fake_kw, seed=1):
+    return dict(op="call", seed=seed, fake=fake_kw)
 
 
 @pytest.fixture()
 def fake():
-    """(SessionGate, FakeWorker) with its fake runner forked on the gate's page; calibrated on 8 null calls."""
+    """(SessionGate, FakeWorker) with its fake runner forked on the gate's pages and a fake judge; calibrated on 8
+    null calls."""
     import socket
-    sg = gate.SessionGate()
+    judge = FakeJudge()
+    sg = gate.SessionGate(judge)
     a, b = socket.socketpair()
     pid = os.fork()
     if pid == 0:
         try:
             a.close()
-            _fake_runner(b, sg.page.words)
+            _fake_runner(b, sg.page.words, judge.gate_page.words)
         finally:
             os._exit(0)
     b.close()
     worker = FakeWorker(a)
     for _ in range(8):
-        sg.ask(worker, dict(op="call", fake={}), 10.0)
+        sg.ask(worker, call({}), 10.0)
     sg.calib, sg.rows = gate.Calibration(sg.rows[2:]), []
     yield sg, worker
+    judge.gate_page.words[gate.GATE] = 2 ** 32 - 1      # a fake runner still waiting for a gate (a failed delivery)
     a.close()
     os.waitpid(pid, 0)
+    judge.close()
     sg.page.close()
 
 
 def median_ms(sg, worker, n=5, **fake_kw):
-    out = sorted(sg.ask(worker, dict(op="call", fake=fake_kw), 10.0)[0]["ms"] for _ in range(n))
+    out = sorted(sg.ask(worker, call(fake_kw), 10.0)[0]["ms"] for _ in range(n))
     return out[n // 2]
 
 
 def least_ms(sg, worker, n=5, **fake_kw):
     """The least of n calls: on a loaded box the OS can only delay the fake runner or the parent, which lengthens a
     reading, never shortens it, so the least is the one it disturbed least (and an under-read shows in it first)."""
-    return min(sg.ask(worker, dict(op="call", fake=fake_kw), 10.0)[0]["ms"] for _ in range(n))
+    return min(sg.ask(worker, call(fake_kw), 10.0)[0]["ms"] for _ in range(n))
 
 
 def test_interval_matches_the_delay(fake):
@@ -182,7 +232,6 @@ def test_interval_matches_the_delay(fake):
         ms = least_ms(sg, worker, work=work_ms / 1e3)
         print(f"fake device work {work_ms} ms: gate measured {ms:.3f} ms (fixed {sg.calib.fixed / MS:.4f} ms)")
         assert abs(ms - work_ms) < max(2.0, 0.1 * work_ms), f"{ms} ms measured for {work_ms} ms"
-    assert sg.calib.summary(sg.rows)["late_arms"] == 0
 
 
 def test_early_done_and_late_reply_are_charged(fake):
@@ -216,12 +265,51 @@ def test_a_runner_that_never_arms_is_opened_at_the_deadline(fake):
 def test_a_reply_without_done_is_named(fake):
     sg, worker = fake
     with pytest.raises(ValueError, match="DONE"):
-        sg.ask(worker, dict(op="call", fake=dict(no_done=True, work=0.001)), 10.0)
+        sg.ask(worker, call(dict(no_done=True, work=0.001)), 10.0)
 
 
-def test_the_page_reaches_a_forked_runner(tmp_path):
-    """The memfd travels with the fork request (forkserver) and the runner maps it (on the CPU device the host
-    stand-in stops there; on a GPU the `gate` command also pins it)."""
+def test_done_before_the_delivery_is_named(fake):
+    """A runner whose stream did not wait for the gate writes DONE before the judge was asked for the inputs."""
+    sg, worker = fake
+    with pytest.raises(ValueError, match="before its inputs were delivered"):
+        sg.ask(worker, call(dict(done_first=True)), 10.0)
+
+
+def test_a_judge_that_cannot_deliver_is_named(fake):
+    sg, worker = fake
+    with pytest.raises(gate.JudgeFailure, match="no inputs for this seed") as e:
+        sg.ask(worker, call({}, seed=-1), 2.0)
+    assert not e.value.dead
+
+
+def test_the_judges_page_is_sealed_against_runners():
+    """Once sealed, the page cannot be mapped writable, written or resized by anyone handed its fd (a runner); a
+    read-only mapping still sees what the mappings made before the seal (the judge's) write."""
+    import mmap
+    page = gate.Page()
+    try:
+        assert page.seal(), "F_SEAL_FUTURE_WRITE refused"
+        with pytest.raises(PermissionError):
+            mmap.mmap(page.fd, gate.PAGE)
+        with pytest.raises(PermissionError):
+            os.pwrite(page.fd, b"x", 0)
+        with pytest.raises(PermissionError):
+            os.ftruncate(page.fd, 2 * gate.PAGE)
+        ro = mmap.mmap(page.fd, gate.PAGE, prot=mmap.PROT_READ)
+        page.words[gate.GATE] = 41                        # the judge's mapping, made before the seal
+        assert int.from_bytes(ro[:4], sys.byteorder) == 41
+        with pytest.raises(TypeError):
+            ro[:4] = b"\x00" * 4
+        ro.close()
+    finally:
+        page.close()
+
+
+def test_the_pages_and_inputs_reach_a_forked_runner():
+    """Both memfds travel with the fork request (forkserver), the judge's sealed one included, and the runner maps
+    them and the judge's input buffer (on the CPU device the host stand-in stops there; on a GPU the `gate` command
+    also pins them)."""
+    import torch
     from harness import forkserver, workers
     folder = forkserver.work_folder()
     task = os.path.join(folder, "task.py")
@@ -229,15 +317,22 @@ def test_the_page_reaches_a_forked_runner(tmp_path):
         f.write("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
                 "def get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n")
     spec = dict(device="cpu", protocol="strict", task_path=task, candidate_path=task, flags_override=None, nice=0)
-    page = gate.Page()
-    w = workers.Worker("runner", spec, forkserver.scrubbed_env(folder), folder, gate_fd=page.fd)
+    page, judge_page = gate.Page(), gate.Page()
+    judge = gate.JudgeGate(judge_page.fd, torch.device("cpu"))     # this process plays the judge
+    assert judge_page.seal()
+    inputs = judge.allocate([torch.ones(4)], os.path.join(folder, "inputs.bin"))
+    w = workers.Worker("runner", spec, forkserver.scrubbed_env(folder), folder,
+                       pass_fds=dict(gate_fd=page.fd, judge_gate_fd=judge_page.fd))
     try:
-        r, _ = w.ask(dict(op="gate"), 120)
+        assert w.ask(dict(op="import", task_only=True), 120)[0]["ok"]
+        r, _ = w.ask(dict(op="gate", inputs=inputs), 120)
         print("runner's gate reply:", r)
-        assert r["ok"], f"the page did not reach the runner: {r}"
+        assert r["ok"], f"the pages or the input buffer did not reach the runner: {r}"
     finally:
         w.kill()
+        judge.release()
         page.close()
+        judge_page.close()
 
 
 TINY = os.path.join(ROOT, "data", "tiny_cpu", "tasks", "swish.py")
@@ -284,10 +379,11 @@ def test_gate_smoke_in_one_process():
     current stream, the gate opened from this thread while another runs RunnerGate.call. Prints each stamp."""
     import threading
     import torch
-    page = gate.Page()
+    page, judge_page = gate.Page(), gate.Page()                # this thread plays the judge: it writes GATE
     dev = torch.device("cuda")
     x = torch.rand(1024, device=dev)
-    rg = gate.RunnerGate(page.fd, dev, type("Ex", (), {"ptr": 1})())
+    judge_page.seal()
+    rg = gate.RunnerGate(page.fd, judge_page.fd, dev, type("Ex", (), {"ptr": 1})(), [x])
     print("pinned: device address", hex(rg.dptr), "stream", torch.cuda.current_stream().cuda_stream)
     rate = _cycles_per_us()
     ex = _LocalExchange(x)
@@ -295,13 +391,13 @@ def test_gate_smoke_in_one_process():
         model = (lambda t: t * 2.0) if us == 0 else (lambda t: (torch.cuda._sleep(int(us * rate)), t * 2.0)[1])
         for call_id in range(10 * (us + 1), 10 * (us + 1) + 5):
             done = {}
-            worker = threading.Thread(target=lambda: done.update(r=rg.call(model, [x], call_id, ex, task_io.leaves)))
+            worker = threading.Thread(target=lambda: done.update(r=rg.call(model, call_id, ex, task_io.leaves)))
             t_send = time.perf_counter_ns()
             worker.start()
             while page.words[gate.ARMED] != call_id and time.perf_counter_ns() - t_send < 2e9:
                 pass
             t0 = time.perf_counter_ns()
-            page.words[gate.GATE] = call_id
+            judge_page.words[gate.GATE] = call_id
             while page.words[gate.DONE] != call_id and time.perf_counter_ns() - t0 < 2e9:
                 pass
             t1 = time.perf_counter_ns()
@@ -311,6 +407,7 @@ def test_gate_smoke_in_one_process():
                   f"{(t1 - t0) / 1e3:.1f} us, events {ms * 1e3:.1f} us, checksum {cs}")
             assert page.words[gate.DONE] == call_id and torch.equal(out, x * 2.0)
     page.close()
+    judge_page.close()
 
 
 SLEEP_TASK = '''import torch
@@ -425,22 +522,67 @@ _side = torch.cuda.Stream()
 class ModelNew(nn.Module):
     def forward(self, x):
         {body}
+'''
+# work on a side stream that starts once the model's stream has run (after the gate), left unfinished at DONE
+SIDE_AFTER_BODY = ("_side.wait_stream(torch.cuda.current_stream())\n        with torch.cuda.stream(_side):\n"
+                   "            torch.cuda._sleep({cycles})\n        return x * 2.0")
+# work a thread queues on a side stream while the call returns, left unfinished at DONE
+THREAD_BODY = ("threading.Thread(target=lambda: (torch.cuda.set_stream(_side), torch.cuda._sleep({cycles}))).start()"
+               "\n        threading.Event().wait(0.0002)\n        return x * 2.0")
+# the answer computed on a side stream that does not wait for the gated one: it runs while the runner arms
+SIDE_AHEAD_BODY = ("with torch.cuda.stream(_side):\n            torch.cuda._sleep({cycles})\n            y = x * 2.0\n"
+                   "        torch.cuda.current_stream().wait_stream(_side)\n        return y")
+
+PRECOMPUTE_CAND = '''import sys
+import torch
+import torch.nn as nn
+
+
+def _ahead(self, model, call_id, exchange, leaves):
+    out = model(*self.inputs)                  # before the gate's wait is queued: what the runner's inputs hold now
+    torch.cuda.synchronize()
+    return _real_gate_call(self, lambda *a: out, call_id, exchange, leaves)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        mod = sys.modules["harness.gate"]
+        if not hasattr(mod, "_real_gate_call"):
+            mod._real_gate_call = mod.RunnerGate.call
+            mod.RunnerGate.call = _ahead
+        globals()["_real_gate_call"] = mod._real_gate_call
+
+    def forward(self, x):
+        torch.cuda._sleep({cycles})
         return x * 2.0
 '''
-SIDE_BODY = "with torch.cuda.stream(_side):\n            torch.cuda._sleep({cycles})"
-THREAD_BODY = ("threading.Thread(target=lambda: (torch.cuda.set_stream(_side), torch.cuda._sleep({cycles}))).start()"
-               "\n        threading.Event().wait(0.0002)")
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("body", [SIDE_BODY, THREAD_BODY], ids=["side_stream", "background_thread"])
-def test_work_finishing_after_done_is_charged(body):
+def _evaluate_300us(cand):
     import bench
     rate = _cycles_per_us()
     cycles = int(300 * rate)
-    r = bench.evaluate(SLEEP_TASK.format(ref_cycles=cycles), SIDE_CAND.format(body=body.format(cycles=cycles)),
-                       clock="gate", **GPU_KW)
+    r = bench.evaluate(SLEEP_TASK.format(ref_cycles=cycles), cand.format(cycles=cycles), clock="gate", **GPU_KW)
     print(f"status {r['status']} hack {r['hack']} speedup {r['speedup']} ref_ms {r['ref_ms']} cand_ms {r['cand_ms']} "
           f"clock {r['clock']} error {(r['error'] or '')[:300]}")
+    return r
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("body", [SIDE_AFTER_BODY, THREAD_BODY], ids=["side_stream", "background_thread"])
+def test_work_finishing_after_done_is_charged(body):
+    r = _evaluate_300us(SIDE_CAND.replace("{body}", body))
     assert r["clock"] and r["clock"].get("kind") == "gate", r["clock"]
     assert r["speedup"] is None or r["speedup"] < 1.1, f"work after DONE earned {r['speedup']}x"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cand", [SIDE_CAND.replace("{body}", SIDE_AHEAD_BODY), PRECOMPUTE_CAND],
+                         ids=["side_stream_ahead", "runner_call_rewritten"])
+def test_work_before_the_gate_has_no_inputs_to_work_on(cand):
+    """A side stream that does not wait for the gated one, or the runner's gated call rewritten to run the model
+    before queuing its wait: either computes while the runner arms, from what the input buffer held then (the last
+    call's inputs), so its answers are wrong (the judge checks one timed call per round) or, if right, timed."""
+    r = _evaluate_300us(cand)
+    assert r["status"] != "ok" or r["speedup"] < 1.1, f"work before the gate earned {r['speedup']}x"

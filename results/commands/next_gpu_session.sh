@@ -14,6 +14,18 @@ export KERNELBENCH_DIR=$PWD/.kb/kernelbench CUDAL1_SAMPLE_DIR=$PWD/.kb/cudal1_sa
 mkdir -p $OUT/r
 stamp() { while IFS= read -r l; do printf '%(%T)T %s\n' -1 "$l"; done; }   # each line with the wall clock
 case "$1" in
+D1) # issue 32 (session 21): the gate with inputs delivered by the judge (the runner never sees a timed call's seed):
+    # the gate and sandbox GPU tests, the timing table (claims and gate side by side), the hack suite under the gate
+    python -m pip install -q --no-deps .whl/landlockpy-*.whl
+    dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
+    python -c "from harness import sandbox; print('sandbox layers:', sandbox.layers())" | tee $OUT/r/sandbox_layers.txt
+    timeout -k 10 200 python -m pytest -v -rA -p no:cacheprovider -m gpu tests/test_gate.py tests/test_sandbox.py \
+        > $OUT/r/gate.log 2>&1
+    timeout -k 5 120 python scripts/timing_accuracy.py --clock=gate --out $OUT/r/timing_gate.json > $OUT/r/timing_gate.log 2>&1
+    CUDAL1_CLOCK=gate timeout -k 10 220 python -m pytest -v -rA -p no:cacheprovider -m gpu tests/test_bench_gpu.py \
+        -k hack > $OUT/r/hacks_gate.log 2>&1
+    tar czf $OUT/d1.tgz -C $OUT r
+    ;;
 G)  # issue 32 (session 21 onwards): first `git merge gate-hold` (branch: the SM-holding kernel at the gate, one
     # poller of the host word releasing the other blocks through a device word). Session 20 measured the first hold
     # (one poller per block): it kept a side stream's kernel waiting but added ~255 us between the gate's opening and
