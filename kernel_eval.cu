@@ -76,6 +76,38 @@ __global__ void fill_ff_kernel(uint8_t* __restrict__ p, int64_t nbytes) {
     if (tid < nbytes - tail_start) p[tail_start + tid] = 0xFFu;
 }
 
+// ---------------------------------------------------------------------------------------------------- keystream
+
+// splitmix64's output function: a bijection of 64-bit words that spreads every input bit over the output
+__device__ __forceinline__ unsigned long long mix64(unsigned long long z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// The 64-bit key at `key` (two little-endian 32-bit words, e.g. in mapped host memory) into device memory, once.
+__global__ void key_load_kernel(const volatile unsigned* key, unsigned long long* out) {
+    *out = static_cast<unsigned long long>(key[0]) | (static_cast<unsigned long long>(key[1]) << 32);
+}
+
+// dst = src XOR the keystream: stream word w is mix64(key + (first_word + w) * 0x9E3779B97F4A7C15), its 8 bytes
+// little-endian; the last partial word byte by byte. dst and src are 8-byte aligned (the host side checks).
+__global__ void keystream_xor_kernel(uint8_t* __restrict__ dst, const uint8_t* __restrict__ src, int64_t nbytes,
+                                     int64_t first_word, const unsigned long long* __restrict__ key) {
+    const unsigned long long k = *key;
+    const int64_t nwords = (nbytes + 7) / 8;
+    const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+    for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < nwords; w += stride) {
+        const unsigned long long s = mix64(k + static_cast<unsigned long long>(first_word + w) * 0x9E3779B97F4A7C15ull);
+        const int64_t at = w * 8;
+        if (at + 8 <= nbytes) {
+            reinterpret_cast<unsigned long long*>(dst)[w] = reinterpret_cast<const unsigned long long*>(src)[w] ^ s;
+        } else {
+            for (int b = 0; at + b < nbytes; ++b) dst[at + b] = src[at + b] ^ static_cast<uint8_t>(s >> (8 * b));
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------------- checksum
 
 struct Sums {
@@ -279,7 +311,7 @@ cudaError_t launch_compare(const void* out, const void* ref, const double* r64, 
 
 extern "C" {
 
-int cudal1_abi_version() { return 1; }
+int cudal1_abi_version() { return 2; }
 
 const char* cudal1_error_string(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }
 
@@ -300,6 +332,28 @@ int cudal1_spin(int device, long long cycles, cudaStream_t stream) {
     cudaError_t err = cudaSetDevice(device);
     if (err != cudaSuccess) return err;
     spin_kernel<<<1, 1, 0, stream>>>(cycles);
+    return cudaGetLastError();
+}
+
+// key: the address of the 64-bit key (device or mapped host memory); out: 8 bytes of device memory.
+int cudal1_key_load(int device, const void* key, void* out, cudaStream_t stream) {
+    cudaError_t err = cudaSetDevice(device);
+    if (err != cudaSuccess) return err;
+    key_load_kernel<<<1, 1, 0, stream>>>(static_cast<const volatile unsigned*>(key),
+                                         static_cast<unsigned long long*>(out));
+    return cudaGetLastError();
+}
+
+// key: 8 bytes of device memory (cudal1_key_load's out). dst, src and key 8-byte aligned.
+int cudal1_keystream_xor(int device, void* dst, const void* src, int64_t nbytes, int64_t first_word, const void* key,
+                         cudaStream_t stream) {
+    cudaError_t err = cudaSetDevice(device);
+    if (err != cudaSuccess || nbytes <= 0) return err;
+    if ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(key)) & 7)
+        return cudaErrorInvalidValue;
+    keystream_xor_kernel<<<blocks_for((nbytes + 7) / 8), kThreads, 0, stream>>>(
+        static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), nbytes, first_word,
+        static_cast<const unsigned long long*>(key));
     return cudaGetLastError();
 }
 

@@ -1,37 +1,41 @@
 """gate.py: call times measured by the parent's own clock through a gate on the runner's stream (Options.clock="gate";
 the strict protocol on a GPU). No timing code of the runner is involved, so a candidate that rewrites it gains
-nothing; the inputs of a timed call do not exist before its gate opens, so there is nothing to compute ahead.
+nothing; a timed call's inputs cannot be read before its gate opens, so there is nothing to compute ahead.
 
-Two 4 KiB pages of shared memory (memfd: shmem, which the driver can pin; never a /dev/shm path, which bubblewrap
-makes private, nor a file, whose writable pages recent kernels refuse to pin), one uint32 word per cache line:
-  the judge's page (one per judge, made by the parent at the judge's fork): GATE, written by the judge's stream alone.
-      Sealed once the judge has mapped it (F_SEAL_FUTURE_WRITE): a runner maps it read-only and cannot open a gate.
-  the session's page (one per evaluation, handed to its runner at the fork): DONE (the runner's stream writes it),
-      ARMED (the runner's host).
-The inputs of timed calls live in a buffer the judge owns (CUDA IPC; a file on the CPU device) that the runner's models
-read in place. One timed call (SessionGate.ask, timed_ask):
-  runner: on its stream: wait until GATE >= id (cuStreamWaitValue32), the model on the input buffer, the output's
-          copy into the judge's output buffer and its checksum, DONE = id (cuStreamWriteValue32); ARMED = id from the
-          host, a device sync, the reply (checksum read back). The runner never sees the call's seed.
-  parent: sends the call (no seed), polls ARMED until the arming deadline (the null model's send-to-armed time +
-          HOST_ALLOWANCE_US; past it the gate opens anyway and the runner's late launches are timed), then asks the
-          judge to deliver: the judge makes the inputs from the seed on its own stream, copies them into the input
-          buffer, flushes the L2 and writes GATE = id. The parent polls GATE (t0), busy-polls DONE (t1), the reply.
+Two 4 KiB pages of shared memory per evaluation (memfd: shmem, which the driver can pin; never a /dev/shm path, which
+bubblewrap makes private, nor a file, whose writable pages recent kernels refuse to pin), made by the parent and
+handed to the runner at its fork, one word per cache line:
+  the gate page: GATE and KEY (64-bit), written by the parent alone. Sealed (F_SEAL_FUTURE_WRITE) right after the
+      parent mapped it, so the runner maps it read-only and can neither open a gate nor choose a key.
+  the done page: DONE (the runner's stream writes it) and ARMED (the runner's host).
+The inputs of a timed call come from the judge, sealed: before each call the judge makes them from the call's seed
+and writes them XORed with a keystream drawn from a fresh random 64-bit key (kernel_eval.keystream_xor) into a buffer
+it owns (CUDA IPC; a file on the CPU device). The runner never sees the seed; the key exists only in the parent and
+the judge until the gate opens. One timed call (SessionGate.ask, timed_ask):
+  judge:  the inputs from the seed, sealed with the key into the buffer (before the runner is sent the call);
+  runner: on its stream: wait until GATE >= id (cuStreamWaitValue32), KEY read, the inputs opened (keystream XOR
+          into the runner's own input tensors), the L2 flushed, the model, the output's copy into the judge's output
+          buffer and its checksum, DONE = id (cuStreamWriteValue32); ARMED = id from the host, a device sync, the
+          reply (checksum read back);
+  parent: sends the call, polls ARMED until the arming deadline (the null model's send-to-armed time +
+          HOST_ALLOWANCE_US; past it the gate opens anyway and the runner's late launches are timed), writes KEY,
+          then t0, GATE = id, busy-polls DONE (t1), the reply.
 A call counts (t1 - t0) - fixed (the median of the same interval on a null model that returns preallocated tensors of
-the reference output's layout, in the same runner before the candidate is imported), plus the reply's delay after
-DONE beyond the null's by more than GAP_TOL_US (work left on any stream, or a DONE written early from the host: the
-runner's device-wide sync before the reply waits for it). DONE written before the judge delivered (the runner's
-stream not waiting) is named (ValueError). A poll that lost the CPU (GIL, OS) between two reads around DONE is
-counted as read (it only lengthens the call) and counted in the record (`stale`).
-Bound per call (nothing of it needs a claim): a DONE forged early gains <= GAP_TOL_US; work queued before the gate
-(a side stream, a thread) has no inputs to work on: the bytes arrive with the delivery; what the runner's copy
-engines or host can do with them while the judge flushes the L2 before writing GATE (~30 us on an H200; the runner's
-kernels wait for the judge's context to yield the GPU: contexts time-slice, no MPS). Not covered: outputs left
-unfinished on calls the judge does not check (as with every clock here: one per round).
+the reference output's layout, in the same runner before the candidate is imported: the opening of the inputs and
+the flush are in it), plus the reply's delay after DONE beyond the null's by more than GAP_TOL_US (work left on any
+stream, or a DONE written early from the host: the runner's device-wide sync before the reply waits for it). DONE
+written before the gate opened (the runner's stream not waiting) is named (ValueError). A poll that lost the CPU (GIL,
+OS) between two reads around DONE is counted as read (it only lengthens the call) and counted in the record (`stale`).
+Bound per call (nothing of it needs a claim): a DONE forged early gains <= GAP_TOL_US; work queued before the gate (a
+side stream, a thread, the runner's call rewritten to run the model first) has only sealed bytes to work on, so its
+answers are wrong and the judge's check of one timed call per round names them. Not covered: outputs left
+unfinished on calls the judge does not check (as with every clock here: one per round); work overlapped with the
+gate's own fixed cost (the opening and the flush, a few us to tens of us) by a kernel that polls KEY from before the
+gate (it competes with that fixed work for the SMs).
 On the CPU device the gate does not apply (the runner's CPU time counts, harness/README.md); HOST_ENV turns on a host
 stand-in that tests the protocol's plumbing (every word there is a host's to forge).
 """
-import contextlib, ctypes, fcntl, mmap, os, select, statistics, time
+import contextlib, ctypes, fcntl, mmap, os, secrets, select, statistics, time
 
 import numpy as np
 import torch
@@ -40,9 +44,10 @@ from harness import exchange
 from harness import kernel_eval
 
 PAGE = 4096
-GATE, DONE, ARMED = 0, 16, 32        # uint32 word indexes: bytes 0, 64, 128, one cache line each
+GATE, KEY = 0, 16                    # the gate page's uint32 words: GATE (bytes 0-3), KEY (bytes 64-71, two words)
+DONE, ARMED = 16, 32                 # the done page's: bytes 64 and 128, each on a cache line of its own
 HOST_ALLOWANCE_US = 2000.0           # host time before the gate that is not charged: launches queued behind it (the
-                                     # inputs do not exist yet, so it buys no work); past it the launches are timed
+                                     # inputs are sealed until then, so it buys no work); past it the launches are timed
 GAP_TOL_US = 50.0                    # a reply later after DONE than the null's by more than this: the excess counts
 STALE_US = 20.0                      # a poll gap around DONE above this marks the call stale (read long, never short)
 NULL_WARMUP, NULL_CALLS = 10, 31     # the null model's calls: warm-up (clocks up), then the calibrating ones
@@ -98,8 +103,8 @@ class Page:
 
 class Times:
     """perf_counter_ns stamps of one gated call: send, armed (None: the deadline passed), gate (GATE seen), done
-    (None: the reply came without it), reply; stale_ns: the longer poll gap around GATE and around DONE; early: DONE
-    was there before the judge was asked to deliver; event_ms: the runner's CUDA-event figure (a diagnostic)."""
+    (None: the reply came without it), reply; stale_ns: the poll gap around DONE; early: DONE was there before the
+    gate opened; event_ms: the runner's CUDA-event figure (a diagnostic)."""
     __slots__ = ("send", "armed", "gate", "done", "reply", "stale_ns", "early", "event_ms")
 
     def __init__(self, send):
@@ -112,80 +117,54 @@ def _readable(sock):
 
 
 class JudgeFailure(RuntimeError):
-    """The judge could not deliver a gated call's inputs; dead: its process is gone (or its socket broke)."""
+    """The judge could not seal a gated call's inputs; dead: its process is gone (or its socket broke)."""
 
     def __init__(self, msg, dead=False):
         super().__init__(msg)
         self.dead = dead
 
 
-def _judge_io(fn, *args):
-    try:
-        return fn(*args)
-    except Exception as e:                          # workers.WorkerError (this module cannot import workers)
-        raise JudgeFailure(f"the judge: {e}", dead=True) from None
-
-
-def timed_ask(worker, page, judge, cmd, deliver, arm_ns, timeout, mem_limit=None):
-    """One gated call of `worker` (workers.Worker, the runner) with session page `page`, its inputs delivered by
-    `judge` (workers.JudgeWorker: gate_page, lock, worker) on command `deliver` (the judge's `deliver`, seed
-    included): (reply, Times). arm_ns: ns after the send at which the judge delivers if the runner has not armed.
-    Raises workers.WorkerError as Worker.ask does for the runner; JudgeFailure when the judge could not deliver."""
-    jpage = judge.gate_page
-    jpage.call_id += 1
-    cid, words, gate_words = jpage.call_id, page.words, jpage.words
-    end_by = time.perf_counter_ns() + int(timeout * 1e9)
-    with judge.lock:                                # nothing else may talk to the judge until its reply is read
-        times = Times(time.perf_counter_ns())
-        worker.send(dict(cmd, call_id=cid))
-        arm_by = times.send + arm_ns
-        while True:
-            now = time.perf_counter_ns()
-            if words[ARMED] == cid:
-                times.armed = now
-                break
-            if now >= arm_by:
-                break
-            os.sched_yield()                        # a thread that shares this core (the runner's) runs first
-        times.early = words[DONE] == cid            # before any delivery: the runner's stream did not wait
-        _judge_io(judge.worker.send, dict(deliver, call_id=cid))
-        polls, judged, last = 0, None, time.perf_counter_ns()
-        while True:                                 # the judge's stream writes GATE after the inputs and the flush
-            now = time.perf_counter_ns()            # stamped before each read: GATE opened after `last`, so t0 =
-            if gate_words[GATE] >= cid:             # last is never after the opening (a call reads long, not short)
-                break
-            last, polls = now, polls + 1
-            if polls % _SOCKET_EVERY == 0 and _readable(judge.worker.sock):
-                judged, _ = _judge_io(judge.worker.ask, None, 5.0)   # it replies after GATE: before it, a failure
-                if gate_words[GATE] < cid:
-                    raise JudgeFailure(f"the judge did not deliver the inputs: {judged.get('error')}")
-            if now > end_by:
-                raise JudgeFailure("the judge did not deliver the inputs in time", dead=True)
+def timed_ask(worker, page, gate_page, cmd, key, arm_ns, timeout, mem_limit=None):
+    """One gated call of `worker` (workers.Worker, the runner) with done page `page` and gate page `gate_page`
+    (whose call_id counts the calls), its inputs already sealed by the judge with `key` (64-bit): (reply, Times).
+    arm_ns: ns after the send at which the gate opens if the runner has not armed. Raises workers.WorkerError as
+    Worker.ask does."""
+    gate_page.call_id += 1
+    cid, words, gate_words = gate_page.call_id, page.words, gate_page.words
+    times = Times(time.perf_counter_ns())
+    worker.send(dict(cmd, call_id=cid))
+    arm_by = times.send + arm_ns
+    while True:
+        now = time.perf_counter_ns()
+        if words[ARMED] == cid:
+            times.armed = now
+            break
+        if now >= arm_by:
+            break
+        os.sched_yield()                            # a thread that shares this core (the runner's) runs first
+    times.early = words[DONE] == cid                # before the gate: the runner's stream did not wait
+    gate_words[KEY], gate_words[KEY + 1] = key & 0xFFFFFFFF, key >> 32
+    times.gate = time.perf_counter_ns()
+    gate_words[GATE] = cid                          # (x86 stores are seen in order: KEY before GATE)
+    last, polls, end_by, replied = times.gate, 0, times.send + int(timeout * 1e9), False
+    while True:
+        seen = words[DONE] == cid
+        now = time.perf_counter_ns()
+        if seen:
+            times.done, times.stale_ns = now, now - last
+            break
+        if replied or now > end_by:
+            break                                   # a reply without DONE (an error), or a hang
+        last, polls = now, polls + 1
+        if now - times.gate < SLOW_NS:
             os.sched_yield()
-        times.gate, times.stale_ns = last, now - last
-        last, polls, replied = times.gate, 0, False
-        while True:
-            seen = words[DONE] == cid
-            now = time.perf_counter_ns()
-            if seen:
-                times.done, times.stale_ns = now, max(times.stale_ns, now - last)
-                break
-            if replied or now > end_by:
-                break                               # a reply without DONE (an error), or a hang
-            last, polls = now, polls + 1
-            if now - times.gate < SLOW_NS:
-                os.sched_yield()
-                replied = polls % _SOCKET_EVERY == 0 and _readable(worker.sock)
-            else:                                   # a long call: polled every 0.5 ms, its host memory watched
-                worker.check_memory(mem_limit)
-                replied = bool(select.select([worker.sock], [], [], 0.0005)[0])
-        while times.done is not None and not _readable(worker.sock) and time.perf_counter_ns() < end_by:
-            os.sched_yield()                        # the reply's arrival, busy-polled (no wake-up latency)
-        times.reply = time.perf_counter_ns()
-        if judged is None:
-            judged, _ = _judge_io(judge.worker.ask, None, 5.0)
-    if not judged.get("ok"):
-        raise JudgeFailure(f"the judge did not deliver the inputs: {judged.get('error')}")
+            replied = polls % _SOCKET_EVERY == 0 and _readable(worker.sock)
+        else:                                       # a long call: polled every 0.5 ms, its host memory watched
+            worker.check_memory(mem_limit)
+            replied = bool(select.select([worker.sock], [], [], 0.0005)[0])
+    while times.done is not None and not _readable(worker.sock) and time.perf_counter_ns() < end_by:
+        os.sched_yield()                            # the reply's arrival, busy-polled (no wake-up latency)
+    times.reply = time.perf_counter_ns()
     reply, _ = worker.ask(None, max(0.001, (end_by - times.reply) / 1e9), mem_limit)
     return reply, times
 
@@ -211,7 +190,7 @@ class Calibration:
         if t.done is None:
             raise ValueError("the call's DONE word never came though the runner replied")
         if t.early:
-            raise ValueError("the call's DONE word came before its inputs were delivered")
+            raise ValueError("the call's DONE word came before its gate opened")
         tail = max(0.0, (t.reply - t.done) - self.gap)
         tail = tail if tail > GAP_TOL_US * 1e3 else 0.0
         return max(1e-3, (t.done - t.gate - self.fixed) / 1e6) + tail / 1e6, tail / 1e6
@@ -275,7 +254,7 @@ def _pin(mm, flags):
 def input_layout(inputs):
     """[(offset, nbytes, dtype, shape) or None] per input of a task: a tensor's place in the judge's input buffer
     (256-byte aligned), None for a value that is not a tensor (each side uses its own: they do not depend on the
-    seed). Raises ValueError for a tensor the buffer cannot hold in place (not contiguous)."""
+    seed). Raises ValueError for a tensor the buffer cannot hold as stored (not contiguous)."""
     out, off = [], 0
     for i, x in enumerate(inputs):
         if not isinstance(x, torch.Tensor):
@@ -289,43 +268,21 @@ def input_layout(inputs):
     return out
 
 
-def open_inputs(spec):
-    """The base input_views reads from the judge's spec (JudgeGate.allocate): the device address of its buffer (CUDA
-    IPC), or its file mapped copy-on-write (read-only here: the runner's folder may be another's; the judge's
-    later writes show through every page the runner has not written)."""
+def open_buffer(spec):
+    """The judge's input buffer as a runner sees it (spec: JudgeInputs.allocate's): the device address of the
+    allocation (CUDA IPC), or the file mapped read-only."""
     if spec["kind"] == "ipc":
         return exchange.ipc_open(spec["handle"])
     fd = os.open(spec["path"], os.O_RDONLY)
     try:
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
+        return mmap.mmap(fd, 0, prot=mmap.PROT_READ)
     finally:
         os.close(fd)
 
 
-def input_views(base, layout, own_inputs, dev):
-    """The inputs a runner's models read: views of the judge's buffer at device address `base` (CUDA IPC) or of
-    the mapped file `base` (a writable buffer: the CPU stand-in), the values that are not tensors from own_inputs."""
-    views = []
-    for item, own in zip(layout, own_inputs):
-        if item is None:
-            views.append(own)
-            continue
-        off, n, dtype, shape = item
-        if not n:
-            raw = torch.empty(0, dtype=torch.uint8, device=dev)
-        elif isinstance(base, int):
-            raw = torch.as_tensor(_DeviceBytes(base + off, n), device=dev)
-        else:
-            raw = torch.frombuffer(base, dtype=torch.uint8, count=n, offset=off)
-        views.append(raw.view(getattr(torch, dtype)).reshape(shape))
-    return views
-
-
-class _DeviceBytes:
-    """n bytes of device memory at `ptr`, for torch.as_tensor (no copy: __cuda_array_interface__)."""
-
-    def __init__(self, ptr, n):
-        self.__cuda_array_interface__ = dict(shape=(n,), typestr="|u1", data=(ptr, False), version=2, strides=None)
+def _bytes(t):
+    """The raw bytes of a contiguous CPU tensor as a writable uint8 numpy array (shared memory)."""
+    return t.view(-1).view(torch.uint8).numpy()
 
 
 class NullModel:
@@ -342,16 +299,19 @@ class NullModel:
 # ------------------------------------------------------------------------------------------ the runner's side
 
 class RunnerGate:
-    """The runner's side: its session page (fd, DONE and ARMED) mapped and pinned, the judge's page (judge_fd, GATE)
-    mapped read-only and pinned read-only, `inputs` (input_views of the judge's buffer) the models are called on.
-    Raises RuntimeError where the driver refuses (no stream memory ops, no read-only registration) or the output
-    exchange is not CUDA IPC. On the CPU device (HOST_ENV) the host plays the stream."""
+    """The runner's side: the done page (fd: DONE, ARMED) mapped and pinned, the gate page (gate_fd: GATE, KEY)
+    mapped read-only and pinned read-only, the judge's input buffer (`buffer`, open_buffer's) with its `layout`, and
+    the runner's own input tensors the models read (`inputs`: make_inputs' at the task's seed, their values replaced
+    call by call with the opened ones; the values that are not tensors stay as they are). Raises RuntimeError where
+    the driver refuses (no stream memory ops, no read-only registration) or the output exchange is not CUDA IPC. On
+    the CPU device (HOST_ENV) the host plays the stream."""
 
-    def __init__(self, fd, judge_fd, dev, exchange_, inputs):
-        self.dev, self.host, self.inputs = dev, dev.type != "cuda", inputs
+    def __init__(self, fd, gate_fd, dev, exchange_, buffer, layout, inputs):
+        self.dev, self.host, self.buffer, self.inputs = dev, dev.type != "cuda", buffer, inputs
+        self.sealed = [(off, n, x) for item, x in zip(layout, inputs) if item is not None for off, n, _, _ in [item]]
         self.mm = mmap.mmap(fd, PAGE)
         self.words = memoryview(self.mm).cast("I")
-        self.gate_mm = mmap.mmap(judge_fd, PAGE, prot=mmap.PROT_READ)     # sealed: PROT_WRITE is refused
+        self.gate_mm = mmap.mmap(gate_fd, PAGE, prot=mmap.PROT_READ)     # sealed: PROT_WRITE is refused
         self.gate_words = memoryview(self.gate_mm).cast("I")
         if self.host:
             return
@@ -360,17 +320,25 @@ class RunnerGate:
         torch.zeros(1, device=dev)                             # the primary context, current on this thread
         self.dptr = _pin(self.mm, ("portable", "devicemap"))
         self.gate_dptr = _pin(self.gate_mm, ("portable", "devicemap", "read_only"))
+        self.key = torch.zeros(1, dtype=torch.int64, device=dev)
+        l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
+        self.flush_buf = torch.empty(2 * l2 if l2 > 0 else 256 << 20, dtype=torch.uint8, device=dev)
         self.events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
 
     def call(self, model, call_id, exchange_, leaves):
         """One gated call (module docstring); exchange_: the runner's Exchange; leaves(out): the output's leaves.
-        Returns (ms by CUDA events on the stream from the gate to the model's return: a diagnostic, never counted;
-        checksum; memory orders of the leaves; the output); checksum and orders None when the output does not fit
-        the judge's layout (the judge names the mismatch from the output's meta)."""
+        Returns (ms by CUDA events on the stream around the model: a diagnostic, never counted; checksum; memory
+        orders of the leaves; the output); checksum and orders None when the output does not fit the judge's layout
+        (the judge names the mismatch from the output's meta)."""
         if self.host:
             return self._host_call(model, call_id, exchange_, leaves)
         drv, stream = _driver(), torch.cuda.current_stream(self.dev)
+        torch.cuda.synchronize()                   # (and this thread's context current for the driver calls)
         _cu(drv["cuStreamWaitValue32"](stream.cuda_stream, self.gate_dptr + 4 * GATE, call_id, 0x0), "wait")  # GEQ
+        kernel_eval.key_load(self.gate_dptr + 4 * KEY, self.key)
+        for off, n, x in self.sealed:              # the inputs opened into the runner's own tensors
+            kernel_eval.keystream_xor(x.data_ptr(), self.buffer + off, n, off // 8, self.key, self.dev)
+        kernel_eval.l2_flush(self.flush_buf)
         start, end = self.events
         start.record(stream)
         out = model(*self.inputs)
@@ -390,12 +358,16 @@ class RunnerGate:
         return start.elapsed_time(end), cs, exchange_.orders, out
 
     def _host_call(self, model, call_id, exchange_, leaves):
-        """call() on the CPU device, the host in the stream's place: armed, the gate awaited, the model, the output
-        delivered, DONE. It tests the protocol's plumbing end to end; a host can forge every word, so it is no clock
-        to trust (hence opt-in by HOST_ENV alone)."""
+        """call() on the CPU device, the host in the stream's place: armed, the gate awaited, the inputs opened, the
+        model, the output delivered, DONE. It tests the protocol's plumbing end to end; a host can forge every
+        word, so it is no clock to trust (hence opt-in by HOST_ENV alone)."""
         self.words[ARMED] = call_id
         while self.gate_words[GATE] < call_id:
             os.sched_yield()
+        key = self.gate_words[KEY] | self.gate_words[KEY + 1] << 32
+        sealed = np.frombuffer(self.buffer, dtype=np.uint8)
+        for off, n, x in self.sealed:
+            _bytes(x)[:] = sealed[off:off + n] ^ kernel_eval.keystream_numpy(n, off // 8, key)
         out = model(*self.inputs)
         try:
             flat = exchange_.copy([x for x in leaves(out) if isinstance(x, torch.Tensor)])
@@ -407,15 +379,12 @@ class RunnerGate:
 
 # ------------------------------------------------------------------------------------------ the judge's side
 
-class JudgeGate:
-    """The judge's side: its page (fd, mapped writable before the parent sealed it), the input buffer of the
-    current task (allocate()) and deliver(), which opens the gate of a call once its inputs are in place."""
+class JudgeInputs:
+    """The judge's side: the input buffer of the current task (allocate()) and seal(), which writes a call's inputs
+    into it XORed with the keystream of the call's key."""
 
-    def __init__(self, fd, dev):
-        self.dev, self.host = dev, dev.type != "cuda"
-        self.mm = mmap.mmap(fd, PAGE)
-        self.words = memoryview(self.mm).cast("I")
-        self.dptr, self.buffer, self.layout, self.flush_buf, self.delivered = None, None, None, None, None
+    def __init__(self, dev):
+        self.dev, self.host, self.buffer, self.layout, self.key = dev, dev.type != "cuda", None, None, None
 
     def allocate(self, inputs, path=None):
         """A buffer for `inputs` (a task's, from make_inputs): a cudaMalloc'd allocation of its own shared by CUDA
@@ -433,12 +402,9 @@ class JudgeGate:
             finally:
                 os.close(fd)
             return dict(kind="file", path=path, layout=self.layout)
-        if self.dptr is None:
-            self.dptr = _pin(self.mm, ("portable", "devicemap"))
-            l2 = getattr(torch.cuda.get_device_properties(self.dev), "L2_cache_size", 0)
-            self.flush_buf = torch.empty(2 * l2 if l2 > 0 else 256 << 20, dtype=torch.uint8, device=self.dev)
         ptr, handle = exchange.ipc_alloc(total)
         self.buffer = dict(kind="ipc", ptr=ptr)
+        self.key = torch.zeros(1, dtype=torch.int64, device=self.dev)
         return dict(kind="ipc", handle=handle, layout=self.layout)
 
     def release(self):
@@ -449,53 +415,50 @@ class JudgeGate:
             self.buffer["mm"].close()
         self.buffer = None
 
-    def deliver(self, inputs, call_id):
-        """`inputs` (made from the call's seed) copied into the buffer, the L2 flushed, then GATE = call_id, all on
-        this process's stream; returns once GATE is written (the parent reads a reply before GATE as a failure)."""
+    def seal(self, inputs, key):
+        """`inputs` (made from the call's seed) XORed with the keystream of `key` (64-bit) into the buffer; returns
+        once they are there. Raises RuntimeError for inputs of another layout than the buffer's."""
         if self.buffer is None:
             raise RuntimeError("no input buffer: allocate() first")
         tensors = [(item, x) for item, x in zip(self.layout, inputs) if item is not None]
         for (_, n, _, shape), x in tensors:
-            if not isinstance(x, torch.Tensor) or x.numel() * x.element_size() != n:
+            if not isinstance(x, torch.Tensor) or x.numel() * x.element_size() != n or not x.is_contiguous():
                 raise RuntimeError(f"an input of shape {shape} came out as {getattr(x, 'shape', type(x))} for this "
                                    "seed: the gate needs inputs of one layout")
         if self.host:
             for (off, n, _, _), x in tensors:
-                self.buffer["mm"][off:off + n] = x.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-            self.words[GATE] = call_id
+                self.buffer["mm"][off:off + n] = (_bytes(x) ^ kernel_eval.keystream_numpy(n, off // 8, key)).tobytes()
             return
-        stream = torch.cuda.current_stream(self.dev)
+        self.key.fill_(key - (1 << 64) if key >= 1 << 63 else key)      # its bits, as a signed int64
         for (off, n, _, _), x in tensors:
-            if n:
-                exchange.copy_async(self.buffer["ptr"] + off, x.contiguous().data_ptr(), n, stream.cuda_stream)
-        kernel_eval.l2_flush(self.flush_buf)
-        _cu(_driver()["cuStreamWriteValue32"](stream.cuda_stream, self.dptr + 4 * GATE, call_id, 0x0), "write")
-        self.delivered = inputs                     # alive until the copies ran
-        stream.synchronize()
+            kernel_eval.keystream_xor(self.buffer["ptr"] + off, x.data_ptr(), n, off // 8, self.key, self.dev)
+        torch.cuda.current_stream(self.dev).synchronize()
 
 
 # ------------------------------------------------------------------------------------------ the parent's side
 
 class SessionGate:
-    """The gate of one evaluation (session.Session): its page (DONE, ARMED), its judge (workers.JudgeWorker: GATE
-    and the inputs), the calibration, every gated call's Times (rows: the reference's then the candidate's, once
-    calibrated). why: the reason the gate could not be armed or calibrated (then claims count), or None."""
+    """The gate of one evaluation (session.Session): its pages (page: DONE, ARMED; gate_page: GATE, KEY, sealed at
+    once), its judge (workers.JudgeWorker: the inputs), the calibration, every gated call's Times (rows: the
+    reference's then the candidate's, once calibrated). why: the reason the gate could not be armed or calibrated
+    (then claims count), or None."""
 
     def __init__(self, judge):
-        self.page, self.judge, self.calib, self.rows, self.null_rows, self.why = Page(), judge, None, [], [], None
-        self.task = {}                              # task_key, task_src: what the judge's deliver needs
+        self.page, self.gate_page, self.judge = Page(), Page(), judge
+        self.gate_page.seal()
+        self.calib, self.rows, self.null_rows, self.why, self.session = None, [], [], None, None
 
     def pass_fds(self):
         """The pages a runner is handed at its fork (workers.Worker's pass_fds)."""
-        return dict(gate_fd=self.page.fd, judge_gate_fd=self.judge.gate_page.fd)
+        return dict(done_fd=self.page.fd, gate_fd=self.gate_page.fd)
 
     def arm(self, session):
         """The judge makes the input buffer of the task, then the runner maps it and pins the pages (its `gate`
-        command, after the output exchange is open). Returns False, with `why` set, where either cannot: the
-        judge's page is not sealed, no CUDA IPC, inputs the buffer cannot hold, the driver refuses."""
-        self.task = dict(task_key=session.task_key, task_src=session.task_src)
-        if not self.judge.gate_page.sealed:
-            self.why = "the judge's page could not be sealed (F_SEAL_FUTURE_WRITE): a runner could open its own gate"
+        command, after the output exchange is open). Returns False, with `why` set, where either cannot: the gate
+        page is not sealed, no CUDA IPC, inputs the buffer cannot hold, the driver refuses."""
+        self.session = session
+        if not self.gate_page.sealed:
+            self.why = "the gate page could not be sealed (F_SEAL_FUTURE_WRITE): a runner could open its own gate"
             return False
         try:
             spec, _ = session.judge(dict(op="inputs", path=os.path.join(session.tmp, "inputs.bin")))
@@ -507,17 +470,22 @@ class SessionGate:
         return bool(r["ok"])
 
     def ask(self, worker, cmd, timeout, mem_limit=None):
-        """One gated call: (reply, wall s from the send to the reply). The call's seed goes to the judge alone.
-        Once calibrated, reply["ms"] is the counted ms (Calibration.call_ms) and the runner's own figure is kept as
-        reply["event_ms"]. Raises ValueError for a call without DONE or with DONE before its gate, JudgeFailure when
-        the judge could not deliver, workers.WorkerError as Worker.ask does."""
+        """One gated call: (reply, wall s from the send to the reply). The call's seed goes to the judge alone, with
+        a fresh key. Once calibrated, reply["ms"] is the counted ms (Calibration.call_ms) and the runner's own
+        figure is kept as reply["event_ms"]. Raises ValueError for a call without DONE or with DONE before its gate,
+        JudgeFailure when the judge could not seal the inputs, workers.WorkerError as Worker.ask does."""
+        key = secrets.randbits(64)
+        try:
+            self.session.judge(dict(op="seal", seed=cmd["seed"], key=str(key)))
+        except RuntimeError as e:
+            raise JudgeFailure(f"the judge could not seal the inputs: {e}") from None
         arm_ns = self.calib.arm_ns if self.calib else int(ARM_FIRST_MS * 1e6)
-        reply, t = timed_ask(worker, self.page, self.judge, {k: v for k, v in cmd.items() if k != "seed"},
-                             dict(op="deliver", seed=cmd["seed"], **self.task), arm_ns, timeout, mem_limit)
+        reply, t = timed_ask(worker, self.page, self.gate_page, {k: v for k, v in cmd.items() if k != "seed"}, key,
+                             arm_ns, timeout, mem_limit)
         self.rows.append(t)
         t.event_ms = reply.get("ms") if isinstance(reply.get("ms"), (int, float)) else None
         if t.early:
-            raise ValueError("the call's DONE word came before its inputs were delivered")
+            raise ValueError("the call's DONE word came before its gate opened")
         if self.calib is not None and reply.get("ok"):
             reply = dict(reply, event_ms=reply.get("ms"), ms=self.calib.call_ms(t)[0])
         return reply, (t.reply - t.send) / 1e9
@@ -544,7 +512,6 @@ class SessionGate:
 
     def record(self, n_ref):
         """The record's clock fields: the candidate's gated calls (after the reference's first n_ref), and the
-        reference's under "ref"; sealed: the judge's page could not be written by a runner."""
+        reference's under "ref"."""
         ref = self.calib.summary(self.rows[:n_ref])
-        return dict(self.calib.summary(self.rows[n_ref:]), sealed=self.judge.gate_page.sealed,
-                    ref={k: ref[k] for k in ("late_arms", "tails", "stale")})
+        return dict(self.calib.summary(self.rows[n_ref:]), ref={k: ref[k] for k in ("late_arms", "tails", "stale")})

@@ -198,7 +198,7 @@ class _Judge:
     def __init__(self, dev):
         self.dev, self.cuda = dev, dev.type == "cuda"
         self.infos, self.task, self.clocks, self.buffer_spec, self.bandwidth_gbs = {}, None, {}, None, None
-        self.screens, self.gate = {}, None
+        self.screens, self.gate = {}, gate.JudgeInputs(dev)
 
     def ensure(self, cmd):
         if self.task is None or self.task.key != cmd["task_key"]:
@@ -291,17 +291,15 @@ class _Judge:
         return dict(ok=True, spec=dict(kind="file", path=path, layout=lay))
 
     def inputs(self, cmd):
-        """The buffer the gated calls' inputs are delivered into (gate.JudgeGate.allocate), for the current task;
+        """The buffer the gated calls' inputs are sealed into (gate.JudgeInputs.allocate), for the current task;
         returns its spec for the runner."""
-        if self.gate is None:
-            raise RuntimeError("this judge has no gate page")
         t = self.ensure(cmd)
         return dict(ok=True, spec=self.gate.allocate(task_io.make_inputs(t.mod, task_io.SEED, self.dev),
                                                      cmd.get("path")))
 
-    def deliver(self, cmd):
-        """A gated call's inputs, made here from its seed, into the buffer; then its gate opened (gate.py)."""
-        self.gate.deliver(task_io.make_inputs(self.ensure(cmd).mod, cmd["seed"], self.dev), cmd["call_id"])
+    def seal(self, cmd):
+        """A gated call's inputs, made here from its seed, written into the buffer sealed with its key (gate.py)."""
+        self.gate.seal(task_io.make_inputs(self.ensure(cmd).mod, cmd["seed"], self.dev), int(cmd["key"]))
         return dict(ok=True)
 
     def close_exchange(self):
@@ -479,7 +477,7 @@ TRIM = os.environ.get("CUDAL1_JUDGE_TRIM", "1") != "0"   # return cached GPU mem
 
 
 def main(sock, spec):
-    """Entry point of a forked judge: one reply per command (warm | setup | exchange | inputs | deliver | check |
+    """Entry point of a forked judge: one reply per command (warm | setup | exchange | inputs | seal | check |
     exit)."""
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(1)
@@ -490,8 +488,6 @@ def main(sock, spec):
     with contextlib.suppress(Exception):                 # no other process of this user may read our memory
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)           # PR_SET_DUMPABLE 0
     judge = _Judge(dev)
-    if spec.get("gate_fd") is not None:                # mapped before the hello: the parent seals it after that
-        judge.gate = gate.JudgeGate(spec["gate_fd"], dev)
     runner.send(sock, dict(op="hello", pid=os.getpid(), t=time.time()))
     while True:
         try:
@@ -503,7 +499,7 @@ def main(sock, spec):
             return
         try:
             fn = dict(warm=judge.warm, setup=judge.setup, exchange=judge.exchange, check=judge.check,
-                      inputs=judge.inputs, deliver=judge.deliver)[op]
+                      inputs=judge.inputs, seal=judge.seal)[op]
             reply = fn(cmd)
         except Exception as e:
             reply = dict(ok=False, **runner.describe(e))

@@ -5,6 +5,8 @@ called, and a torch version of each of its functions (the CPU device uses those;
   spin(cycles, dev)          a one-thread kernel that spins `cycles` SM clock cycles (the clock hides launch latency
                              behind it; no CPU counterpart: CPU calls are timed by thread CPU time)
   poison_fill(t)             every byte of a tensor's storage to 0xFF (NaN in every float type)
+  key_load(key_ptr, out)     a 64-bit key (device or mapped host memory) into a device word (gate.py)
+  keystream_xor(...)         dst = src XOR a keystream drawn from that key (gate.py's inputs, sealed until the gate)
   checksum(tensors)          sum of the bytes + 3x the sum of the int32 words of each tensor's raw bytes (an int)
   compare(out, ref, ...)     one pass: max abs/rel error, isclose mismatches, NaNs and, with the float64 reference,
                              the mismatches against it and the float64 sums of the precision error
@@ -28,7 +30,7 @@ SOURCE = os.path.join(ROOT_DIR, "kernel_eval.cu")
 NVCC_FLAGS = ["-O3", "-shared", "-Xcompiler", "-fPIC", "--fmad=false"]   # no fused multiply-add: torch's order
 TILE = 1024            # elements per tile of the float64 sums (kTile in kernel_eval.cu)
 CHUNK = 1 << 26        # elements per step of the torch versions (a multiple of TILE: tiles never straddle steps)
-ABI_VERSION = 1        # cudal1_abi_version() of the library this module expects
+ABI_VERSION = 2        # cudal1_abi_version() of the library this module expects
 _DTYPE_CODES = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3, torch.int64: 4,
                 torch.int32: 5, torch.int16: 6, torch.int8: 7, torch.uint8: 8, torch.bool: 9}
 
@@ -209,7 +211,9 @@ def _declare(lib):
     lib.cudal1_compare_workspace.restype, lib.cudal1_compare_workspace.argtypes = c_int64, [c_int64]
     lib.cudal1_compare.argtypes = [c_int, c_int, c_void_p, c_void_p, c_void_p, c_int64, c_double, c_double, c_void_p,
                                    c_void_p]
-    for name in ("l2_flush", "spin", "poison_fill", "checksum", "compare"):
+    lib.cudal1_key_load.argtypes = [c_int, c_void_p, c_void_p, c_void_p]
+    lib.cudal1_keystream_xor.argtypes = [c_int, c_void_p, c_void_p, c_int64, c_int64, c_void_p, c_void_p]
+    for name in ("l2_flush", "spin", "poison_fill", "checksum", "compare", "key_load", "keystream_xor"):
         getattr(lib, "cudal1_" + name).restype = c_int
 
 
@@ -277,6 +281,39 @@ def poison_fill_ptr(ptr, nbytes, dev=None):
 
 def poison_fill_torch(t):
     t.view(-1).view(torch.uint8).fill_(255)
+
+
+# --------------------------------------------------------------------------------------------------- keystream
+
+_GOLDEN, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+
+
+def key_load(key_ptr, out):
+    """The 64-bit key at device address key_ptr (device memory or mapped host memory) into `out` (an int64 CUDA
+    tensor of one element), on the current stream."""
+    index, stream = _where(out.device)
+    _ck(lib().cudal1_key_load(index, ctypes.c_void_p(key_ptr), out.data_ptr(), stream), "key_load")
+
+
+def keystream_xor(dst_ptr, src_ptr, nbytes, first_word, key, dev):
+    """nbytes at device address dst_ptr = those at src_ptr XOR the keystream of `key` (key_load's int64 tensor)
+    from stream word first_word on, on the current stream of `dev`: word w of the stream is splitmix64's output
+    function of key + w * 0x9E3779B97F4A7C15 (mod 2^64), its bytes little-endian. Both addresses 8-byte aligned.
+    The same stream XORed twice gives the bytes back: the judge seals inputs with it, the runner opens them."""
+    index, stream = _where(dev)
+    _ck(lib().cudal1_keystream_xor(index, ctypes.c_void_p(dst_ptr), ctypes.c_void_p(src_ptr), int(nbytes),
+                                   int(first_word), key.data_ptr(), stream), "keystream_xor")
+
+
+def keystream_numpy(nbytes, first_word, key):
+    """keystream_xor's stream as nbytes uint8 (numpy): the CPU device's counterpart."""
+    words = numpy.arange(first_word, first_word + (nbytes + 7) // 8, dtype=numpy.uint64)
+    with numpy.errstate(over="ignore"):
+        z = numpy.uint64(key) + words * numpy.uint64(_GOLDEN)
+        z = (z ^ (z >> numpy.uint64(30))) * numpy.uint64(_MIX1)
+        z = (z ^ (z >> numpy.uint64(27))) * numpy.uint64(_MIX2)
+        z = z ^ (z >> numpy.uint64(31))
+    return z.astype("<u8").view(numpy.uint8)[:nbytes]
 
 
 # ---------------------------------------------------------------------------------------------------- checksum

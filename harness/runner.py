@@ -302,9 +302,9 @@ def _handle(cmd, state, spec, dev):
         state["ex"] = exchange.Exchange(cmd["spec"])
         return dict(ok=True)
     if op == "gate":                      # the pages handed over at the fork, pinned; the judge's input buffer mapped
-        own = task_io.make_inputs(state["task"], task_io.SEED, dev)     # (gate.py): timed calls read them there
-        views = gate.input_views(gate.open_inputs(cmd["inputs"]), cmd["inputs"]["layout"], own, dev)
-        state["gate"] = gate.RunnerGate(spec["gate_fd"], spec["judge_gate_fd"], dev, state["ex"], views)
+        inputs = cmd["inputs"]           # (gate.py): timed calls open their sealed inputs into this runner's own
+        state["gate"] = gate.RunnerGate(spec["done_fd"], spec["gate_fd"], dev, state["ex"], gate.open_buffer(inputs),
+                                        inputs["layout"], task_io.make_inputs(state["task"], task_io.SEED, dev))
         return dict(ok=True)
     if op == "trial":
         inputs = task_io.make_inputs(state["task"], cmd["seed"], dev)

@@ -11,7 +11,6 @@ nothing here runs inside the fork server, everything here runs in the caller's p
 import contextlib, json, os, select, socket, sys, threading, time
 
 from harness import cores
-from harness import gate
 from harness import kernel_eval
 from harness import runner
 from harness import sandbox
@@ -166,18 +165,13 @@ _JUDGES, _JLOCK, _GPU_LOCKS, _JSTART = {}, threading.Lock(), {}, {}
 
 
 class JudgeWorker:
-    """The judge worker of one (device, GPU, build root), shared by every evaluation in this process, and its gate
-    page (gate.py: the GATE word its stream writes; sealed once the judge has mapped it, so a runner handed it later
-    can only read it)."""
+    """The judge worker of one (device, GPU, build root), shared by every evaluation in this process."""
 
     def __init__(self, device, gpu, build_root):
         self.tmp = work_folder(build_root)
         split = cores.core_split(device, gpu)
         spec = dict(device=device, cpus=split and split[0], kernel_eval=kernel_eval.for_worker(device, build_root))
-        self.gate_page = gate.Page()
-        self.worker = Worker("judge", spec, scrubbed_env(self.tmp, build_root, gpu=gpu), self.tmp,
-                             pass_fds=dict(gate_fd=self.gate_page.fd))
-        self.gate_page.seal()
+        self.worker = Worker("judge", spec, scrubbed_env(self.tmp, build_root, gpu=gpu), self.tmp)
         self.lock = threading.Lock()
 
     def ask(self, cmd, timeout=900.0):

@@ -145,11 +145,16 @@ CUDAL1 = next((p for p in (os.path.join(d, "a100_sample.jsonl") for d in (
 SUITE_KW = dict(device="cuda", time_budget_s=0.5, timeout_s=900)
 
 
-def header(path):
-    """task, expect and evaluate() keywords from a suite file's docstring (`task:`, `expect:`, `eval:` lines)."""
+def header(path, clock=None):
+    """task, expect and evaluate() keywords from a suite file's docstring (`task:`, `expect:`, `eval:` lines); with
+    clock="gate" a `gate:` line, where there is one, replaces `expect:` (a forged claim has nothing to forge when
+    no claim counts: the attack is then timed as what it is)."""
     doc = open(path).read()
     task = re.search(r"^(?:\"\"\")?task: (\S+)", doc, re.M).group(1)
     expect = re.search(r"^expect: (.+)$", doc, re.M).group(1).split()
+    gated = re.search(r"^gate: (.+)$", doc, re.M)
+    if clock == "gate" and gated:
+        expect = gated.group(1).split()
     kw = {}
     m = re.search(r"^eval: (.+)$", doc, re.M)
     for item in (m.group(1).split() if m else []):
@@ -196,8 +201,11 @@ def hack_results(build_root):
 
 @pytest.mark.parametrize("case", hack_cases(), ids=lambda c: c[0])
 def test_hack_gets_no_reward(case, hack_results):
-    name, _, _, expect = case
+    name, path, _, expect = case
     r = hack_results[name]
+    if (r.get("clock") or {}).get("kind") == "gate":             # timed through the gate (harness/gate.py)
+        gated = header(path, "gate")[1]
+        expect = "no_reward" if gated[0] == "no_reward" else tuple(gated)
     if expect == "no_reward":        # correct, and timed honestly: ~1x (1.05 allows timing noise; the hack's
         assert r["status"] != "ok" or r["speedup"] < 1.05, record.summary(r)   # would-be gain is ~100x)
         return

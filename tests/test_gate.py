@@ -1,12 +1,14 @@
 """harness/gate.py: call times by the parent's clock through a gate on the runner's stream.
 
-CPU (here): the page's layout and sharing, the counting rules on synthetic stamps, and the parent's polling against a
-fake runner, a forked process that plays the GPU on the same page (arms, waits for the gate, writes DONE after a
-delay, replies): the measured interval matches the delay; an early DONE, a late reply, a runner that never arms and
-a reply without DONE are each named or charged.
-GPU (`-m gpu`, next to an H200): the gate agrees with CUDA events on 10-500 us kernels; a candidate that rewrites
-the runner's timing code in place, a side stream and a background thread are charged their real time. Each GPU test
-prints what it measured."""
+CPU (here): the pages' layout, sharing and seal, the keystream's golden words and that sealed inputs open with their
+key alone, the counting rules on synthetic stamps, and the parent's polling against a fake runner, a forked process
+that plays the GPU on the same pages (arms, waits for the gate, writes DONE after a delay, replies): the measured
+interval matches the delay; an early DONE, a late reply, a runner that never arms, a reply without DONE, DONE before
+the gate and a judge that cannot seal are each named or charged; an evaluation end to end through the host stand-in.
+GPU (`-m gpu`, next to an H200): the keystream kernel equals numpy's; the gate agrees with CUDA events on 20-500 us
+kernels; a candidate that rewrites the runner's timing code in place and work left after DONE (a side stream, a
+thread) are charged their real time; work before the gate (a side stream that does not wait, the runner's call
+rewritten to run the model first) has only sealed bytes to work on. Each GPU test prints what it measured."""
 import os
 import select
 import sys
@@ -78,18 +80,18 @@ def test_worker_memory_check_without_a_limit():
         worker.check_memory(1)
 
 
-def test_options_clock_is_opt_in(monkeypatch):
+def test_options_clock_is_the_gate_on_a_gpu(monkeypatch):
     monkeypatch.delenv("CUDAL1_CLOCK", raising=False)
-    assert options.make().clock == "claims"
+    assert options.make().clock == "gate"
     with pytest.raises(ValueError, match="clock"):
         options.make(clock="events")
-    assert gate.requested(options.make(clock="gate"))
-    assert not gate.requested(options.make())
+    assert gate.requested(options.make())
+    assert not gate.requested(options.make(clock="claims"))
     assert not gate.requested(options.make(device="cpu", clock="gate")), "the CPU device has no gate"
     assert not gate.requested(options.make(protocol="kernelbench", clock="gate"))
     assert not gate.requested(options.make(clock="gate", check_only=True))
-    monkeypatch.setenv("CUDAL1_CLOCK", "gate")
-    assert gate.requested(options.make())
+    monkeypatch.setenv("CUDAL1_CLOCK", "claims")
+    assert not gate.requested(options.make())
 
 
 # --------------------------------------------------------------------------------- the parent's polling, faked
@@ -126,18 +128,18 @@ def _fake_runner(sock, words, gate_words):
         runner.send(sock, dict(ok=True, ms=0.0, checksum=0, order=None, meta=[]))
 
 
-def _fake_judge(sock, gate_words):
-    """The judge's deliver: GATE = call_id, then the reply (a seed of -1: the reply alone, nothing delivered)."""
-    while True:
-        try:
-            cmd = runner.recv(sock)
-        except (EOFError, OSError, ValueError):
-            os._exit(0)
+class FakeSession:
+    """session.Session's surface that SessionGate.ask uses: judge(cmd), a seal that succeeds (seed -1: it fails)."""
+
+    def __init__(self):
+        self.sealed = []
+
+    def judge(self, cmd):
+        assert cmd["op"] == "seal" and 0 <= int(cmd["key"]) < 2 ** 64, cmd
         if cmd["seed"] == -1:
-            runner.send(sock, dict(ok=False, error="RuntimeError: no inputs for this seed"))
-            continue
-        gate_words[gate.GATE] = cmd["call_id"]
-        runner.send(sock, dict(ok=True))
+            raise RuntimeError("RuntimeError: no inputs for this seed")
+        self.sealed.append((cmd["seed"], int(cmd["key"])))
+        return dict(ok=True), 0.0
 
 
 class FakeWorker:
@@ -159,30 +161,6 @@ class FakeWorker:
         return runner.recv(self.sock), 0.0
 
 
-class FakeJudge:
-    """workers.JudgeWorker's surface that gate.timed_ask uses: its page, lock and worker (a forked _fake_judge)."""
-
-    def __init__(self):
-        import socket
-        import threading
-        self.gate_page, self.lock = gate.Page(), threading.Lock()
-        a, b = socket.socketpair()
-        self.pid = os.fork()
-        if self.pid == 0:
-            try:
-                a.close()
-                _fake_judge(b, self.gate_page.words)
-            finally:
-                os._exit(0)
-        b.close()
-        self.worker = FakeWorker(a)
-
-    def close(self):
-        self.worker.sock.close()
-        os.waitpid(self.pid, 0)
-        self.gate_page.close()
-
-
 def call(fake_kw, seed=1):
     return dict(op="call", seed=seed, fake=fake_kw)
 
@@ -192,14 +170,14 @@ def fake():
     """(SessionGate, FakeWorker) with its fake runner forked on the gate's pages and a fake judge; calibrated on 8
     null calls."""
     import socket
-    judge = FakeJudge()
-    sg = gate.SessionGate(judge)
+    sg = gate.SessionGate(None)
+    sg.session = FakeSession()
     a, b = socket.socketpair()
     pid = os.fork()
     if pid == 0:
         try:
             a.close()
-            _fake_runner(b, sg.page.words, judge.gate_page.words)
+            _fake_runner(b, sg.page.words, sg.gate_page.words)
         finally:
             os._exit(0)
     b.close()
@@ -208,11 +186,10 @@ def fake():
         sg.ask(worker, call({}), 10.0)
     sg.calib, sg.rows = gate.Calibration(sg.rows[2:]), []
     yield sg, worker
-    judge.gate_page.words[gate.GATE] = 2 ** 32 - 1      # a fake runner still waiting for a gate (a failed delivery)
     a.close()
     os.waitpid(pid, 0)
-    judge.close()
     sg.page.close()
+    sg.gate_page.close()
 
 
 def median_ms(sg, worker, n=5, **fake_kw):
@@ -268,23 +245,27 @@ def test_a_reply_without_done_is_named(fake):
         sg.ask(worker, call(dict(no_done=True, work=0.001)), 10.0)
 
 
-def test_done_before_the_delivery_is_named(fake):
-    """A runner whose stream did not wait for the gate writes DONE before the judge was asked for the inputs."""
+def test_done_before_the_gate_is_named(fake):
+    """A runner whose stream did not wait for the gate writes DONE before the parent opened it."""
     sg, worker = fake
-    with pytest.raises(ValueError, match="before its inputs were delivered"):
+    with pytest.raises(ValueError, match="before its gate opened"):
         sg.ask(worker, call(dict(done_first=True)), 10.0)
 
 
-def test_a_judge_that_cannot_deliver_is_named(fake):
+def test_each_call_gets_a_fresh_key_and_a_judge_that_cannot_seal_is_named(fake):
     sg, worker = fake
+    keys = [k for _, k in sg.session.sealed]
+    assert len(set(keys)) == len(keys) >= 8, "a key was used twice"
+    assert sg.gate_page.words[gate.KEY] | sg.gate_page.words[gate.KEY + 1] << 32 == keys[-1], \
+        "the gate page does not hold the last call's key"
     with pytest.raises(gate.JudgeFailure, match="no inputs for this seed") as e:
         sg.ask(worker, call({}, seed=-1), 2.0)
     assert not e.value.dead
 
 
-def test_the_judges_page_is_sealed_against_runners():
+def test_the_gate_page_is_sealed_against_runners():
     """Once sealed, the page cannot be mapped writable, written or resized by anyone handed its fd (a runner); a
-    read-only mapping still sees what the mappings made before the seal (the judge's) write."""
+    read-only mapping still sees what the mapping made before the seal (the parent's) writes."""
     import mmap
     page = gate.Page()
     try:
@@ -296,7 +277,7 @@ def test_the_judges_page_is_sealed_against_runners():
         with pytest.raises(PermissionError):
             os.ftruncate(page.fd, 2 * gate.PAGE)
         ro = mmap.mmap(page.fd, gate.PAGE, prot=mmap.PROT_READ)
-        page.words[gate.GATE] = 41                        # the judge's mapping, made before the seal
+        page.words[gate.GATE] = 41                        # the parent's mapping, made before the seal
         assert int.from_bytes(ro[:4], sys.byteorder) == 41
         with pytest.raises(TypeError):
             ro[:4] = b"\x00" * 4
@@ -306,9 +287,9 @@ def test_the_judges_page_is_sealed_against_runners():
 
 
 def test_the_pages_and_inputs_reach_a_forked_runner():
-    """Both memfds travel with the fork request (forkserver), the judge's sealed one included, and the runner maps
-    them and the judge's input buffer (on the CPU device the host stand-in stops there; on a GPU the `gate` command
-    also pins them)."""
+    """Both memfds travel with the fork request (forkserver), the sealed one included, and the runner maps them and
+    the judge's input buffer (on the CPU device the host stand-in stops there; on a GPU the `gate` command also pins
+    them)."""
     import torch
     from harness import forkserver, workers
     folder = forkserver.work_folder()
@@ -317,13 +298,12 @@ def test_the_pages_and_inputs_reach_a_forked_runner():
         f.write("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
                 "def get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n")
     spec = dict(device="cpu", protocol="strict", task_path=task, candidate_path=task, flags_override=None, nice=0)
-    page, judge_page = gate.Page(), gate.Page()
-    judge = gate.JudgeGate(judge_page.fd, torch.device("cpu"))     # this process plays the judge
-    assert judge_page.seal()
+    sg = gate.SessionGate(None)
+    judge = gate.JudgeInputs(torch.device("cpu"))                 # this process plays the judge
     inputs = judge.allocate([torch.ones(4)], os.path.join(folder, "inputs.bin"))
-    w = workers.Worker("runner", spec, forkserver.scrubbed_env(folder), folder,
-                       pass_fds=dict(gate_fd=page.fd, judge_gate_fd=judge_page.fd))
+    w = workers.Worker("runner", spec, forkserver.scrubbed_env(folder), folder, pass_fds=sg.pass_fds())
     try:
+        assert sg.gate_page.sealed
         assert w.ask(dict(op="import", task_only=True), 120)[0]["ok"]
         r, _ = w.ask(dict(op="gate", inputs=inputs), 120)
         print("runner's gate reply:", r)
@@ -331,8 +311,43 @@ def test_the_pages_and_inputs_reach_a_forked_runner():
     finally:
         w.kill()
         judge.release()
-        page.close()
-        judge_page.close()
+        sg.page.close()
+        sg.gate_page.close()
+
+
+def test_sealed_inputs_open_with_their_key_alone():
+    """The judge's seal and the runner's opening are one keystream XOR (kernel_eval.keystream_numpy on the CPU): the
+    bytes come back with the key, and the sealed bytes look nothing like the inputs. Golden words: splitmix64's
+    output function by hand in Python integers."""
+    import numpy as np
+    import torch
+    from harness import kernel_eval
+    mask = (1 << 64) - 1
+
+    def word(key, w):
+        z = (key + w * 0x9E3779B97F4A7C15) & mask
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        return z ^ (z >> 31)
+
+    key = 0xDEADBEEF12345678
+    stream = kernel_eval.keystream_numpy(21, 5, key)               # words 5, 6 and 5 bytes of word 7
+    want = b"".join(word(key, w).to_bytes(8, "little") for w in (5, 6, 7))[:21]
+    assert stream.tobytes() == want
+    x = torch.arange(300, dtype=torch.float32)
+    judge = gate.JudgeInputs(torch.device("cpu"))
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        spec = judge.allocate([x, 3], os.path.join(d, "inputs.bin"))
+        assert spec["layout"][1] is None and spec["layout"][0][:2] == (0, 1200)
+        judge.seal([x, 3], key)
+        sealed = np.frombuffer(open(spec["path"], "rb").read(1200), dtype=np.uint8)
+        assert (sealed != x.numpy().view(np.uint8)).mean() > 0.9, "the sealed bytes show the inputs"
+        opened = sealed ^ kernel_eval.keystream_numpy(1200, 0, key)
+        assert np.array_equal(opened.view(np.float32), x.numpy())
+        wrong = sealed ^ kernel_eval.keystream_numpy(1200, 0, key ^ 1)
+        assert not np.array_equal(wrong.view(np.float32), x.numpy()), "another key opened the inputs"
+        judge.release()
 
 
 TINY = os.path.join(ROOT, "data", "tiny_cpu", "tasks", "swish.py")
@@ -374,40 +389,66 @@ class _LocalExchange:
 
 
 @pytest.mark.gpu
+def test_keystream_on_the_gpu_equals_numpy():
+    """kernel_eval.cu's keystream (key loaded from mapped host memory, as the runner does) = keystream_numpy's, on a
+    length that ends in a partial word and from a word offset."""
+    import numpy as np
+    import torch
+    from harness import kernel_eval
+    key, n, first = 0x0123456789ABCDEF, 1003, 7
+    host = torch.tensor([key - (1 << 64) if key >= 1 << 63 else key], dtype=torch.int64).pin_memory()
+    dev_key = torch.zeros(1, dtype=torch.int64, device="cuda")
+    kernel_eval.key_load(host.data_ptr(), dev_key)                 # pinned: its host address is its device address
+    src = torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    kernel_eval.keystream_xor(dst.data_ptr(), src.data_ptr(), n, first, dev_key, torch.device("cuda"))
+    want = src.cpu().numpy() ^ kernel_eval.keystream_numpy(n, first, key)
+    assert np.array_equal(dst.cpu().numpy(), want)
+
+
+@pytest.mark.gpu
 def test_gate_smoke_in_one_process():
-    """The driver side alone, before any evaluation: the memfd page pinned, a wait and a write queued on torch's
-    current stream, the gate opened from this thread while another runs RunnerGate.call. Prints each stamp."""
+    """The driver side alone, before any evaluation: the pages pinned, inputs sealed by JudgeInputs with a fresh key
+    and opened on the gated stream, the gate opened from this thread while another runs RunnerGate.call. Prints each
+    stamp."""
+    import secrets
     import threading
     import torch
-    page, judge_page = gate.Page(), gate.Page()                # this thread plays the judge: it writes GATE
+    sg = gate.SessionGate(None)                               # this thread plays the parent, and the judge
     dev = torch.device("cuda")
-    x = torch.rand(1024, device=dev)
-    judge_page.seal()
-    rg = gate.RunnerGate(page.fd, judge_page.fd, dev, type("Ex", (), {"ptr": 1})(), [x])
-    print("pinned: device address", hex(rg.dptr), "stream", torch.cuda.current_stream().cuda_stream)
+    judge = gate.JudgeInputs(dev)
+    spec = judge.allocate([torch.rand(1024, device=dev)])
+    own = [torch.empty(1024, device=dev)]
+    rg = gate.RunnerGate(sg.page.fd, sg.gate_page.fd, dev, type("Ex", (), {"ptr": 1})(), judge.buffer["ptr"],
+                         spec["layout"], own)
+    print("pinned: device addresses", hex(rg.dptr), hex(rg.gate_dptr))
     rate = _cycles_per_us()
-    ex = _LocalExchange(x)
+    ex = _LocalExchange(own[0])
     for us in (0, 200):
         model = (lambda t: t * 2.0) if us == 0 else (lambda t: (torch.cuda._sleep(int(us * rate)), t * 2.0)[1])
         for call_id in range(10 * (us + 1), 10 * (us + 1) + 5):
+            x, key = torch.rand(1024, device=dev), secrets.randbits(64)
+            judge.seal([x], key)
             done = {}
             worker = threading.Thread(target=lambda: done.update(r=rg.call(model, call_id, ex, task_io.leaves)))
             t_send = time.perf_counter_ns()
             worker.start()
-            while page.words[gate.ARMED] != call_id and time.perf_counter_ns() - t_send < 2e9:
+            while sg.page.words[gate.ARMED] != call_id and time.perf_counter_ns() - t_send < 2e9:
                 pass
+            sg.gate_page.words[gate.KEY], sg.gate_page.words[gate.KEY + 1] = key & 0xFFFFFFFF, key >> 32
             t0 = time.perf_counter_ns()
-            judge_page.words[gate.GATE] = call_id
-            while page.words[gate.DONE] != call_id and time.perf_counter_ns() - t0 < 2e9:
+            sg.gate_page.words[gate.GATE] = call_id
+            while sg.page.words[gate.DONE] != call_id and time.perf_counter_ns() - t0 < 2e9:
                 pass
             t1 = time.perf_counter_ns()
             worker.join(10)
             ms, cs, _, out = done["r"]
             print(f"kernel {us} us, call {call_id}: armed after {(t0 - t_send) / 1e3:.1f} us, gate to DONE "
                   f"{(t1 - t0) / 1e3:.1f} us, events {ms * 1e3:.1f} us, checksum {cs}")
-            assert page.words[gate.DONE] == call_id and torch.equal(out, x * 2.0)
-    page.close()
-    judge_page.close()
+            assert sg.page.words[gate.DONE] == call_id and torch.equal(out, x * 2.0), "the inputs did not open"
+    judge.release()
+    sg.page.close()
+    sg.gate_page.close()
 
 
 SLEEP_TASK = '''import torch

@@ -14,6 +14,17 @@ export KERNELBENCH_DIR=$PWD/.kb/kernelbench CUDAL1_SAMPLE_DIR=$PWD/.kb/cudal1_sa
 mkdir -p $OUT/r
 stamp() { while IFS= read -r l; do printf '%(%T)T %s\n' -1 "$l"; done; }   # each line with the wall clock
 case "$1" in
+D2) # issue 32 (session 21, after D1): inputs sealed by the judge with a fresh key per call, opened on the gated
+    # stream after the parent's GATE and KEY (no GPU work of the judge's inside the window); the gate the default on a
+    # GPU: the timing table (claims and gate side by side), then the whole GPU suite under landlock+bwrap
+    python -m pip install -q --no-deps .whl/landlockpy-*.whl
+    dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
+    python -c "from harness import sandbox; print('sandbox layers:', sandbox.layers())" | tee $OUT/r/sandbox_layers.txt
+    timeout -k 5 90 python scripts/timing_accuracy.py --clock=gate --out $OUT/r/timing_gate.json > $OUT/r/timing_gate.log 2>&1
+    timeout -k 10 ${S_TIMEOUT:-460} python -m pytest -v -rA --durations=20 -p no:cacheprovider -m gpu tests \
+        > $OUT/r/gpu_suite.log 2>&1
+    tar czf $OUT/d2.tgz -C $OUT r
+    ;;
 D1) # issue 32 (session 21): the gate with inputs delivered by the judge (the runner never sees a timed call's seed):
     # the gate and sandbox GPU tests, the timing table (claims and gate side by side), the hack suite under the gate
     python -m pip install -q --no-deps .whl/landlockpy-*.whl
