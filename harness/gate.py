@@ -333,12 +333,12 @@ class RunnerGate:
         if self.host:
             return self._host_call(model, call_id, exchange_, leaves)
         drv, stream = _driver(), torch.cuda.current_stream(self.dev)
+        kernel_eval.l2_flush(self.flush_buf)       # before the gate: its write-backs are not the model's to pay
         torch.cuda.synchronize()                   # (and this thread's context current for the driver calls)
         _cu(drv["cuStreamWaitValue32"](stream.cuda_stream, self.gate_dptr + 4 * GATE, call_id, 0x0), "wait")  # GEQ
         kernel_eval.key_load(self.gate_dptr + 4 * KEY, self.key)
-        for off, n, x in self.sealed:              # the inputs opened into the runner's own tensors
-            kernel_eval.keystream_xor(x.data_ptr(), self.buffer + off, n, off // 8, self.key, self.dev)
-        kernel_eval.l2_flush(self.flush_buf)
+        for off, n, x in self.sealed:              # the inputs opened into the runner's own tensors (in the L2 as
+            kernel_eval.keystream_xor(x.data_ptr(), self.buffer + off, n, off // 8, self.key, self.dev)  # written)
         start, end = self.events
         start.record(stream)
         out = model(*self.inputs)

@@ -14,6 +14,12 @@ export KERNELBENCH_DIR=$PWD/.kb/kernelbench CUDAL1_SAMPLE_DIR=$PWD/.kb/cudal1_sa
 mkdir -p $OUT/r
 stamp() { while IFS= read -r l; do printf '%(%T)T %s\n' -1 "$l"; done; }   # each line with the wall clock
 case "$1" in
+D3) # issue 32 (session 21, after D2): the L2 flushed before the gate, the inputs opened after it (D2 flushed after
+    # the opening: every size read ~60-70 us long); the gate tests with their prints, the timing table
+    timeout -k 10 150 python -m pytest -v -s -rA -p no:cacheprovider -m gpu tests/test_gate.py > $OUT/r/gate.log 2>&1
+    timeout -k 5 90 python scripts/timing_accuracy.py --clock=gate --out $OUT/r/timing_gate.json > $OUT/r/timing_gate.log 2>&1
+    tar czf $OUT/d3.tgz -C $OUT r
+    ;;
 D2) # issue 32 (session 21, after D1): inputs sealed by the judge with a fresh key per call, opened on the gated
     # stream after the parent's GATE and KEY (no GPU work of the judge's inside the window); the gate the default on a
     # GPU: the timing table (claims and gate side by side), then the whole GPU suite under landlock+bwrap
