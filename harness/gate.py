@@ -7,7 +7,7 @@ bubblewrap makes private, nor a file, whose writable pages recent kernels refuse
 handed to the runner at its fork, one word per cache line:
   the gate page: GATE and KEY (64-bit), written by the parent alone. Sealed (F_SEAL_FUTURE_WRITE) right after the
       parent mapped it, so the runner maps it read-only and can neither open a gate nor choose a key.
-  the done page: DONE (the runner's stream writes it) and ARMED (the runner's host).
+  the done page: DONE (the runner's stream writes it), ARMED and SYNCED (the runner's host).
 The inputs of a timed call come from the judge, sealed: before each call the judge makes them from the call's seed
 and writes them XORed with a keystream drawn from a fresh random 64-bit key (kernel_eval.keystream_xor) into a buffer
 it owns (CUDA IPC; a file on the CPU device). The runner never sees the seed; the key exists only in the parent and
@@ -15,18 +15,22 @@ the judge until the gate opens. One timed call (SessionGate.ask, timed_ask):
   judge:  the inputs from the seed, sealed with the key into the buffer (before the runner is sent the call);
   runner: on its stream: wait until GATE >= id (cuStreamWaitValue32), KEY read, the inputs opened (keystream XOR
           into the runner's own input tensors), the L2 flushed, the model, the output's copy into the judge's output
-          buffer and its checksum, DONE = id (cuStreamWriteValue32); ARMED = id from the host, a device sync, the
-          reply (checksum read back);
+          buffer and its checksum, DONE = id (cuStreamWriteValue32); ARMED = id from the host, a device sync,
+          SYNCED = id, the reply (checksum read back);
   parent: sends the call, polls ARMED until the arming deadline (the null model's send-to-armed time +
           HOST_ALLOWANCE_US; past it the gate opens anyway and the runner's late launches are timed), writes KEY,
           then t0, GATE = id, busy-polls DONE (t1), the reply.
 A call counts (t1 - t0) - fixed (the median of the same interval on a null model that returns preallocated tensors of
 the reference output's layout, in the same runner before the candidate is imported: the opening of the inputs and
-the flush are in it), plus the reply's delay after DONE beyond the null's by more than GAP_TOL_US (work left on any
-stream, or a DONE written early from the host: the runner's device-wide sync before the reply waits for it). DONE
+the flush are in it), plus the tail: SYNCED's delay after DONE beyond the null's, or the reply's beyond the null's,
+whichever is longer, when it exceeds GAP_TOL_US (work left on any stream, or a DONE written early from the host: the
+runner's device-wide sync before SYNCED and the reply waits for it; a runner rewritten to write SYNCED early still
+pays through its reply). DONE
 written before the gate opened (the runner's stream not waiting) is named (ValueError). A poll that lost the CPU (GIL,
 OS) between two reads around DONE is counted as read (it only lengthens the call) and counted in the record (`stale`).
-Bound per call (nothing of it needs a claim): a DONE forged early gains <= GAP_TOL_US; work queued before the gate (a
+Bound per call (nothing of it needs a claim): work left after DONE gains <= GAP_TOL_US (the runner's own code
+rewritten to reply before its device sync: <= the null's DONE-to-reply time + GAP_TOL_US, ~0.1 ms, and the judge reads
+that call's output unfinished if it checks it); work queued before the gate (a
 side stream, a thread, the runner's call rewritten to run the model first) has only sealed bytes to work on, so its
 answers are wrong and the judge's check of one timed call per round names them. Not covered: outputs left
 unfinished on calls the judge does not check (as with every clock here: one per round); work overlapped with the
@@ -45,10 +49,10 @@ from harness import kernel_eval
 
 PAGE = 4096
 GATE, KEY = 0, 16                    # the gate page's uint32 words: GATE (bytes 0-3), KEY (bytes 64-71, two words)
-DONE, ARMED = 16, 32                 # the done page's: bytes 64 and 128, each on a cache line of its own
-HOST_ALLOWANCE_US = 2000.0           # host time before the gate that is not charged: launches queued behind it (the
-                                     # inputs are sealed until then, so it buys no work); past it the launches are timed
-GAP_TOL_US = 50.0                    # a reply later after DONE than the null's by more than this: the excess counts
+DONE, ARMED, SYNCED = 16, 32, 48     # the done page's: bytes 64, 128, 192, each on a cache line of its own
+HOST_ALLOWANCE_US = 200.0            # host time before the gate that is not charged: launches queued behind it; past
+                                     # it the gate opens and the rest of the launches are timed
+GAP_TOL_US = 20.0                    # a tail (SYNCED or the reply later after DONE than the null's) above this counts
 STALE_US = 20.0                      # a poll gap around DONE above this marks the call stale (read long, never short)
 NULL_WARMUP, NULL_CALLS = 10, 31     # the null model's calls: warm-up (clocks up), then the calibrating ones
 ARM_FIRST_MS = 50.0                  # the arming deadline before the null calibrated it (warm-up: lazy loading)
@@ -102,13 +106,14 @@ class Page:
 
 
 class Times:
-    """perf_counter_ns stamps of one gated call: send, armed (None: the deadline passed), gate (GATE seen), done
-    (None: the reply came without it), reply; stale_ns: the poll gap around DONE; early: DONE was there before the
+    """perf_counter_ns stamps of one gated call: send, armed (None: the deadline passed), gate (GATE written), done
+    (None: the reply came without it), synced (None: the reply came first), reply; stale_ns: the poll gap around DONE; early: DONE was there before the
     gate opened; event_ms: the runner's CUDA-event figure (a diagnostic)."""
-    __slots__ = ("send", "armed", "gate", "done", "reply", "stale_ns", "early", "event_ms")
+    __slots__ = ("send", "armed", "gate", "done", "synced", "reply", "stale_ns", "early", "event_ms")
 
     def __init__(self, send):
         self.send, self.armed, self.gate, self.done, self.reply, self.stale_ns = send, None, None, None, None, 0
+        self.synced = None
         self.early, self.event_ms = False, None
 
 
@@ -162,8 +167,12 @@ def timed_ask(worker, page, gate_page, cmd, key, arm_ns, timeout, mem_limit=None
         else:                                       # a long call: polled every 0.5 ms, its host memory watched
             worker.check_memory(mem_limit)
             replied = bool(select.select([worker.sock], [], [], 0.0005)[0])
-    while times.done is not None and not _readable(worker.sock) and time.perf_counter_ns() < end_by:
-        os.sched_yield()                            # the reply's arrival, busy-polled (no wake-up latency)
+    while times.done is not None and time.perf_counter_ns() < end_by:     # SYNCED, then the reply, busy-polled
+        if times.synced is None and words[SYNCED] == cid:                  # (no wake-up latency)
+            times.synced = time.perf_counter_ns()
+        if _readable(worker.sock):
+            break
+        os.sched_yield()
     times.reply = time.perf_counter_ns()
     reply, _ = worker.ask(None, max(0.001, (end_by - times.reply) / 1e9), mem_limit)
     return reply, times
@@ -171,7 +180,7 @@ def timed_ask(worker, page, gate_page, cmd, key, arm_ns, timeout, mem_limit=None
 
 class Calibration:
     """From the null model's gated calls (medians, ns): pre (send to armed), fixed (gate to done), gap (done to
-    reply). arm_ns: the arming deadline after the send."""
+    reply), sync_gap (done to synced). arm_ns: the arming deadline after the send."""
 
     def __init__(self, rows):
         rows = [t for t in rows if t.armed is not None and t.done is not None]
@@ -180,11 +189,13 @@ class Calibration:
         self.pre = statistics.median(t.armed - t.send for t in rows)
         self.fixed = statistics.median(t.done - t.gate for t in rows)
         self.gap = statistics.median(t.reply - t.done for t in rows)
+        synced = [t.synced - t.done for t in rows if t.synced is not None]
+        self.sync_gap = statistics.median(synced) if synced else None
         self.arm_ns = int(self.pre + HOST_ALLOWANCE_US * 1e3)
 
     def call_ms(self, t):
         """(counted ms, tail ms charged) of one call: gate to DONE less the fixed cost (at least 1 us: the gate
-        resolves nothing finer), plus the reply's delay beyond the null's when it exceeds GAP_TOL_US. Raises
+        resolves nothing finer), plus the tail (module docstring) when it exceeds GAP_TOL_US. Raises
         ValueError for a call without DONE or with DONE before its gate opened (only a tampered runner does either:
         its stream did not wait for the gate, or it suppressed DONE)."""
         if t.done is None:
@@ -192,6 +203,8 @@ class Calibration:
         if t.early:
             raise ValueError("the call's DONE word came before its gate opened")
         tail = max(0.0, (t.reply - t.done) - self.gap)
+        if t.synced is not None and self.sync_gap is not None:
+            tail = max(tail, (t.synced - t.done) - self.sync_gap)
         tail = tail if tail > GAP_TOL_US * 1e3 else 0.0
         return max(1e-3, (t.done - t.gate - self.fixed) / 1e6) + tail / 1e6, tail / 1e6
 
@@ -299,7 +312,7 @@ class NullModel:
 # ------------------------------------------------------------------------------------------ the runner's side
 
 class RunnerGate:
-    """The runner's side: the done page (fd: DONE, ARMED) mapped and pinned, the gate page (gate_fd: GATE, KEY)
+    """The runner's side: the done page (fd: DONE, ARMED, SYNCED) mapped and pinned, the gate page (gate_fd: GATE, KEY)
     mapped read-only and pinned read-only, the judge's input buffer (`buffer`, open_buffer's) with its `layout`, and
     the runner's own input tensors the models read (`inputs`: make_inputs' at the task's seed, their values replaced
     call by call with the opened ones; the values that are not tensors stay as they are). Raises RuntimeError where
@@ -351,7 +364,8 @@ class RunnerGate:
             acc = kernel_eval.checksum_start(flat) if flat else None
         _cu(drv["cuStreamWriteValue32"](stream.cuda_stream, self.dptr + 4 * DONE, call_id, 0x0), "write")
         self.words[ARMED] = call_id
-        torch.cuda.synchronize()                   # the whole device: work left on other streams delays the reply
+        torch.cuda.synchronize()                   # the whole device: work left on other streams delays SYNCED
+        self.words[SYNCED] = call_id
         if flat is None:
             return start.elapsed_time(end), None, None, out
         cs = kernel_eval.checksum_value(acc) if flat else 0          # no tensor leaf: the sum of nothing
@@ -374,6 +388,7 @@ class RunnerGate:
         except ValueError:
             flat = None
         self.words[DONE] = call_id
+        self.words[SYNCED] = call_id
         return 0.0, None if flat is None else kernel_eval.checksum(flat), exchange_.orders, out
 
 
@@ -438,7 +453,7 @@ class JudgeInputs:
 # ------------------------------------------------------------------------------------------ the parent's side
 
 class SessionGate:
-    """The gate of one evaluation (session.Session): its pages (page: DONE, ARMED; gate_page: GATE, KEY, sealed at
+    """The gate of one evaluation (session.Session): its pages (page: DONE, ARMED, SYNCED; gate_page: GATE, KEY, sealed at
     once), its judge (workers.JudgeWorker: the inputs), the calibration, every gated call's Times (rows: the
     reference's then the candidate's, once calibrated). why: the reason the gate could not be armed or calibrated
     (then claims count), or None."""

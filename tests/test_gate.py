@@ -44,10 +44,11 @@ def test_page_layout_is_shared_memfd():
     page.close()                                          # twice is harmless (also run when it is dropped)
 
 
-def stamps(send=0, armed=1, open_=2, done=5, reply=6, stale=0):
+def stamps(send=0, armed=1, open_=2, done=5, reply=6, stale=0, synced=None):
     t = gate.Times(send * MS)
     t.armed = None if armed is None else armed * MS
     t.gate, t.done, t.reply, t.stale_ns = open_ * MS, None if done is None else done * MS, reply * MS, stale
+    t.synced = None if synced is None else synced * MS
     return t
 
 
@@ -64,6 +65,11 @@ def test_calibration_counts_gate_to_done_less_the_null():
     assert tail == pytest.approx(7.0) and ms == pytest.approx(7.0 + 1e-3)
     with pytest.raises(ValueError, match="DONE"):
         cal.call_ms(stamps(done=None))
+    synced = gate.Calibration([stamps(armed=1, open_=1, done=1.2, synced=1.21, reply=1.3) for _ in range(5)])
+    ms, tail = synced.call_ms(stamps(open_=2, done=7.2, synced=7.71, reply=7.3))     # SYNCED 0.5 ms late, the
+    assert tail == pytest.approx(0.5) and ms == pytest.approx(5.5)                   # reply on time: 0.5 charged
+    ms, tail = synced.call_ms(stamps(open_=2, done=7.2, synced=7.2, reply=8.3))      # SYNCED forged at DONE: the
+    assert tail == pytest.approx(1.0)                                                # reply's delay still counts
     with pytest.raises(RuntimeError, match="calibration"):
         gate.Calibration([stamps(armed=None)] * 5)
     s = cal.summary([stamps(armed=None, open_=2, done=7.2, reply=7.3), stamps(open_=2, done=2.2, reply=9.3,
@@ -80,18 +86,18 @@ def test_worker_memory_check_without_a_limit():
         worker.check_memory(1)
 
 
-def test_options_clock_is_the_gate_on_a_gpu(monkeypatch):
+def test_options_clock_is_opt_in(monkeypatch):
     monkeypatch.delenv("CUDAL1_CLOCK", raising=False)
-    assert options.make().clock == "gate"
+    assert options.make().clock == "claims"
     with pytest.raises(ValueError, match="clock"):
         options.make(clock="events")
-    assert gate.requested(options.make())
-    assert not gate.requested(options.make(clock="claims"))
+    assert gate.requested(options.make(clock="gate"))
+    assert not gate.requested(options.make())
     assert not gate.requested(options.make(device="cpu", clock="gate")), "the CPU device has no gate"
     assert not gate.requested(options.make(protocol="kernelbench", clock="gate"))
     assert not gate.requested(options.make(clock="gate", check_only=True))
-    monkeypatch.setenv("CUDAL1_CLOCK", "claims")
-    assert not gate.requested(options.make())
+    monkeypatch.setenv("CUDAL1_CLOCK", "gate")
+    assert gate.requested(options.make())
 
 
 # --------------------------------------------------------------------------------- the parent's polling, faked
@@ -125,6 +131,8 @@ def _fake_runner(sock, words, gate_words):
         if not f.get("no_done"):
             words[gate.DONE] = cid
         _busy(f.get("tail", 0.0))
+        if not f.get("reply_first"):
+            words[gate.SYNCED] = cid
         runner.send(sock, dict(ok=True, ms=0.0, checksum=0, order=None, meta=[]))
 
 
@@ -567,11 +575,13 @@ class ModelNew(nn.Module):
 # work on a side stream that starts once the model's stream has run (after the gate), left unfinished at DONE
 SIDE_AFTER_BODY = ("_side.wait_stream(torch.cuda.current_stream())\n        with torch.cuda.stream(_side):\n"
                    "            torch.cuda._sleep({cycles})\n        return x * 2.0")
-# work a thread queues on a side stream while the call returns, left unfinished at DONE
-THREAD_BODY = ("threading.Thread(target=lambda: (torch.cuda.set_stream(_side), torch.cuda._sleep({cycles}))).start()"
-               "\n        threading.Event().wait(0.0002)\n        return x * 2.0")
-# the answer computed on a side stream that does not wait for the gated one: it runs while the runner arms
-SIDE_AHEAD_BODY = ("with torch.cuda.stream(_side):\n            torch.cuda._sleep({cycles})\n            y = x * 2.0\n"
+# work a thread queues on a side stream behind the model's stream (so after the gate), left unfinished at DONE
+THREAD_BODY = ("y = x * 2.0\n        ready = torch.cuda.Event()\n        ready.record()\n"
+               "        threading.Thread(target=lambda: (torch.cuda.set_stream(_side), _side.wait_event(ready), "
+               "torch.cuda._sleep({cycles}))).start()\n        threading.Event().wait(0.0002)\n        return y")
+# the answer computed from the inputs on a side stream that does not wait for the gated one: it runs while the runner
+# arms, on what the inputs held then
+SIDE_AHEAD_BODY = ("with torch.cuda.stream(_side):\n            y = x * 2.0\n            torch.cuda._sleep({cycles})\n"
                    "        torch.cuda.current_stream().wait_stream(_side)\n        return y")
 
 PRECOMPUTE_CAND = '''import sys

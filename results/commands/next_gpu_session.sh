@@ -14,6 +14,11 @@ export KERNELBENCH_DIR=$PWD/.kb/kernelbench CUDAL1_SAMPLE_DIR=$PWD/.kb/cudal1_sa
 mkdir -p $OUT/r
 stamp() { while IFS= read -r l; do printf '%(%T)T %s\n' -1 "$l"; done; }   # each line with the wall clock
 case "$1" in
+D4) # issue 32 (session 21, after D3): the gate tests with SYNCED (the tail from the runner's device sync, not its
+    # reply), GAP_TOL_US 20
+    timeout -k 10 130 python -m pytest -v -s -rA -p no:cacheprovider -m gpu tests/test_gate.py > $OUT/r/gate.log 2>&1
+    tar czf $OUT/d4.tgz -C $OUT r
+    ;;
 D3) # issue 32 (session 21, after D2): the L2 flushed before the gate, the inputs opened after it (D2 flushed after
     # the opening: every size read ~60-70 us long); the gate tests with their prints, the timing table
     timeout -k 10 150 python -m pytest -v -s -rA -p no:cacheprovider -m gpu tests/test_gate.py > $OUT/r/gate.log 2>&1
