@@ -1,43 +1,30 @@
 """gate.py: call times measured by the parent's own clock through a gate on the runner's stream (Options.clock="gate";
-the strict protocol on a GPU). No timing code of the runner is involved, so a candidate that rewrites it gains
-nothing; a timed call's inputs cannot be read before its gate opens, so there is nothing to compute ahead.
+the strict protocol on a GPU). No timing code of the runner is involved, so rewriting it gains nothing, and a timed
+call's inputs cannot be read before its gate opens, so there is nothing to compute ahead.
 
-Two 4 KiB pages of shared memory per evaluation (memfd: shmem, which the driver can pin; never a /dev/shm path, which
-bubblewrap makes private, nor a file, whose writable pages recent kernels refuse to pin), made by the parent and
-handed to the runner at its fork, one word per cache line:
-  the gate page: GATE and KEY (64-bit), written by the parent alone. Sealed (F_SEAL_FUTURE_WRITE) right after the
-      parent mapped it, so the runner maps it read-only and can neither open a gate nor choose a key.
-  the done page: DONE (the runner's stream writes it), ARMED and SYNCED (the runner's host).
-The inputs of a timed call come from the judge, sealed: before each call the judge makes them from the call's seed
-and writes them XORed with a keystream drawn from a fresh random 64-bit key (kernel_eval.keystream_xor) into a buffer
-it owns (CUDA IPC; a file on the CPU device). The runner never sees the seed; the key exists only in the parent and
-the judge until the gate opens. One timed call (SessionGate.ask, timed_ask):
-  judge:  the inputs from the seed, sealed with the key into the buffer (before the runner is sent the call);
-  runner: on its stream: wait until GATE >= id (cuStreamWaitValue32), KEY read, the inputs opened (keystream XOR
-          into the runner's own input tensors), the L2 flushed, the model, the output's copy into the judge's output
-          buffer and its checksum, DONE = id (cuStreamWriteValue32); ARMED = id from the host, a device sync,
-          SYNCED = id, the reply (checksum read back);
-  parent: sends the call, polls ARMED until the arming deadline (the null model's send-to-armed time +
-          HOST_ALLOWANCE_US; past it the gate opens anyway and the runner's late launches are timed), writes KEY,
-          then t0, GATE = id, busy-polls DONE (t1), the reply.
-A call counts (t1 - t0) - fixed (the median of the same interval on a null model that returns preallocated tensors of
-the reference output's layout, in the same runner before the candidate is imported: the opening of the inputs and
-the flush are in it), plus the tail: SYNCED's delay after DONE beyond the null's, or the reply's beyond the null's,
-whichever is longer, when it exceeds GAP_TOL_US (work left on any stream, or a DONE written early from the host: the
-runner's device-wide sync before SYNCED and the reply waits for it; a runner rewritten to write SYNCED early still
-pays through its reply). DONE
-written before the gate opened (the runner's stream not waiting) is named (ValueError). A poll that lost the CPU (GIL,
-OS) between two reads around DONE is counted as read (it only lengthens the call) and counted in the record (`stale`).
-Bound per call (nothing of it needs a claim): work left after DONE gains <= GAP_TOL_US (the runner's own code
-rewritten to reply before its device sync: <= the null's DONE-to-reply time + GAP_TOL_US, ~0.1 ms, and the judge reads
-that call's output unfinished if it checks it); work queued before the gate (a
-side stream, a thread, the runner's call rewritten to run the model first) has only sealed bytes to work on, so its
-answers are wrong and the judge's check of one timed call per round names them. Not covered: outputs left
-unfinished on calls the judge does not check (as with every clock here: one per round); work overlapped with the
-gate's own fixed cost (the opening and the flush, a few us to tens of us) by a kernel that polls KEY from before the
-gate (it competes with that fixed work for the SMs).
-On the CPU device the gate does not apply (the runner's CPU time counts, harness/README.md); HOST_ENV turns on a host
-stand-in that tests the protocol's plumbing (every word there is a host's to forge).
+Two pages of shared memory per evaluation (memfd: shmem, which the driver can pin), made by the parent, handed to the
+runner at its fork: the gate page (GATE, KEY: the parent writes them; sealed with F_SEAL_FUTURE_WRITE once the parent
+has mapped it, so the runner maps it read-only) and the done page (DONE from the runner's stream, ARMED and SYNCED from
+its host). Before each timed call the judge makes the inputs from the call's seed and writes them XORed with the
+keystream of a fresh random 64-bit key (kernel_eval.keystream_xor) into a buffer of its own (CUDA IPC; a file on the
+CPU device); the runner never sees the seed, and the key leaves the parent only with GATE. One call (timed_ask):
+  runner: on its stream: wait until GATE >= id (cuStreamWaitValue32), KEY read, the inputs opened into the runner's own
+          tensors, the model, the output's copy into the judge's buffer and its checksum, DONE = id; ARMED = id from
+          the host, a device sync, SYNCED = id, the reply (checksum read back). The L2 is flushed before the wait.
+  parent: sends the call, polls ARMED until the arming deadline (the null's send-to-armed time + HOST_ALLOWANCE_US;
+          past it the gate opens anyway and late launches are timed), writes KEY, t0, GATE = id, polls DONE (t1).
+A call counts (t1 - t0) less the fixed cost (the median of that interval on a null model returning preallocated tensors
+of the reference output's layout, in the same runner before the candidate is imported: the opening is in it), plus the
+tail: SYNCED's delay after DONE beyond the null's, or the reply's, whichever is longer, above GAP_TOL_US (work left on
+any stream; a DONE written early from the host). DONE before the gate opened is named (ValueError). A poll that lost
+the CPU around DONE is counted as read (it only lengthens the call) and counted in the record (`stale`).
+Bound per call: work left after DONE gains <= GAP_TOL_US (a runner rewritten to reply before its device sync: <= the
+null's DONE-to-reply time + GAP_TOL_US, and the judge reads that call's output unfinished if it checks it); work
+before the gate (a side stream, a thread, the runner's call rewritten) sees only sealed bytes, so its answers are wrong
+(one timed call per round is checked) unless it is input-independent, which a cache made in __init__ gives anyway. Not
+covered: outputs left unfinished on calls the judge does not check; a kernel that polls KEY from before the gate and
+overlaps the opening of the inputs (it competes with it for the SMs). On the CPU device the gate does not apply (the
+runner's CPU time counts); HOST_ENV turns on a host stand-in that tests the plumbing (a host can forge every word).
 """
 import contextlib, ctypes, fcntl, mmap, os, secrets, select, statistics, time
 
@@ -107,8 +94,8 @@ class Page:
 
 class Times:
     """perf_counter_ns stamps of one gated call: send, armed (None: the deadline passed), gate (GATE written), done
-    (None: the reply came without it), synced (None: the reply came first), reply; stale_ns: the poll gap around DONE; early: DONE was there before the
-    gate opened; event_ms: the runner's CUDA-event figure (a diagnostic)."""
+    (None: the reply came without it), synced (None: the reply came first), reply; stale_ns: the poll gap around
+    DONE; early: DONE was there before the gate opened; event_ms: the runner's CUDA-event figure (a diagnostic)."""
     __slots__ = ("send", "armed", "gate", "done", "synced", "reply", "stale_ns", "early", "event_ms")
 
     def __init__(self, send):
@@ -453,8 +440,8 @@ class JudgeInputs:
 # ------------------------------------------------------------------------------------------ the parent's side
 
 class SessionGate:
-    """The gate of one evaluation (session.Session): its pages (page: DONE, ARMED, SYNCED; gate_page: GATE, KEY, sealed at
-    once), its judge (workers.JudgeWorker: the inputs), the calibration, every gated call's Times (rows: the
+    """The gate of one evaluation (session.Session): its pages (page: DONE, ARMED, SYNCED; gate_page: GATE, KEY,
+    sealed at once), its judge (workers.JudgeWorker: the inputs), the calibration, every gated call's Times (rows: the
     reference's then the candidate's, once calibrated). why: the reason the gate could not be armed or calibrated
     (then claims count), or None."""
 
