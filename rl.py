@@ -71,8 +71,8 @@ mask_truncated_completions = True  # no loss on answers cut at max_completion_le
 reward_shape = "speedup"  # speedup | log_speedup (log x < 0 for a slower kernel: needs failure_reward below it)
 failure_reward = 0.0  # reward of a failed answer (format, build, crash, wrong, hack); keep it below every correct
                       # kernel's reward: 0 suits speedup, log_speedup needs a negative one (e.g. -3)
-reward_clip = 1.5  # normalise rewards (over reward_norm's set), then clip to +-reward_clip; 0: raw rewards
-reward_norm = "batch"  # batch | group; with scale_rewards="group" the two differ only through the clip
+reward_clip = 1.5  # clip the normalised rewards to +-reward_clip; 0: no clip
+reward_norm = "batch"  # batch | group | none (raw); with scale_rewards="group" batch and group differ only by the clip
 # exemplars (CUDA-L1 §3: bucket sampling)
 num_exemplars = 2  # kernels with their speedups in each prompt; SFT data and evaluate.py's prompts show 2
 exemplar_sampling = "bucket"  # bucket | random
@@ -113,22 +113,22 @@ prepare_if_missing = False  # run prepare.py and sft.py first where their output
 run_evaluate = False  # run evaluate.py after RL: the SFT model and the RL model side by side
 # -----------------------------------------------------------------------------
 CHOICES = dict(loss_type=("grpo", "bnpo", "dr_grpo", "dapo"), scale_rewards=("group", "batch", "none"),
-               reward_norm=("batch", "group"), reward_shape=("speedup", "log_speedup"),
+               reward_norm=("batch", "group", "none"), reward_shape=("speedup", "log_speedup"),
                exemplar_sampling=("bucket", "random"), split=("train", "eval", "all"), rollout_engine=sampler.ENGINES)
 
 
 def normalise_rewards(rewards, clip, over="batch", group_size=1):
-    """CUDA-L1 §3: (r - mean) / std (population std), clipped to [-clip, clip]. rewards: (N,), grouped by prompt in
-    runs of group_size. over="batch": one mean and std for the whole batch; "group": per prompt's group, so a task
-    whose samples all run 4.5-5.5x next to failing tasks keeps its ordering instead of clipping to clip everywhere.
-    A group of equal rewards gives 0; clip=0 returns rewards. Raises ValueError for another `over`."""
-    if over not in ("batch", "group"):
-        raise ValueError(f"unknown reward_norm {over!r}: batch | group")
-    if clip <= 0:
+    """CUDA-L1 §3: (r - mean) / std (population std), clipped to [-clip, clip] (0: no clip). rewards: (N,), grouped
+    by prompt in runs of group_size. over="batch": one mean and std for the batch; "group": per prompt's group, so a
+    task whose samples all run 4.5-5.5x next to failing tasks keeps its order instead of clipping to clip everywhere;
+    "none": the rewards as they are. A group of equal rewards gives 0. Raises ValueError for another `over`."""
+    if over not in ("batch", "group", "none"):
+        raise ValueError(f"unknown reward_norm {over!r}: batch | group | none")
+    if over == "none":
         return rewards
     x = rewards.view(-1, group_size) if over == "group" else rewards.view(1, -1)  # (groups, G) or (1, N)
     z = (x - x.mean(dim=1, keepdim=True)) / (x.std(dim=1, unbiased=False, keepdim=True) + 1e-8)
-    return z.clamp(-clip, clip).reshape(-1)
+    return (z.clamp(-clip, clip) if clip > 0 else z).reshape(-1)
 
 
 def group_advantages(rewards, group_size, scale="group"):
@@ -324,8 +324,8 @@ if __name__ == "__main__":
     sampler_model = sampler.sampler_copy(model, rollout_engine, dtype) if llm is None else None
     amp = torch.autocast("cuda", dtype=getattr(torch, dtype), enabled=device.startswith("cuda") and dtype != "float32")
     if master:
-        print(f"policy {init_src}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params; {len(train_tasks)} "
-              f"tasks; {num_prompts}x{num_generations} samples per step on {world} rank(s); "
+        print(f"policy {ckpt_dir if resuming else init_src}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
+              f"params; {len(train_tasks)} tasks; {num_prompts}x{num_generations} samples per step on {world} rank(s); "
               f"rollouts by {'vLLM' if llm else 'transformers ' + rollout_engine}")
 
     def rollouts():

@@ -51,7 +51,9 @@ def test_normalise_and_clip_golden():
     # a 100x outlier is clipped to 1.5 (the paper's guard against a hacked or lucky huge speedup)
     out = rl.normalise_rewards(torch.tensor([1.0, 1.0, 1.0, 100.0]), 1.5)
     assert out[-1].item() == pytest.approx(1.5) and out[0].item() < 0
-    assert torch.equal(rl.normalise_rewards(torch.tensor([3.0, 4.0]), 0.0), torch.tensor([3.0, 4.0]))
+    assert torch.equal(rl.normalise_rewards(torch.tensor([3.0, 4.0]), 1.5, "none"), torch.tensor([3.0, 4.0]))
+    assert torch.allclose(rl.normalise_rewards(torch.tensor([0.0, 0.0, 0.0, 8.0]), 0.0),   # clip 0: z-scores unclipped
+                          torch.tensor([-1.0, -1.0, -1.0, 3.0]) / 3 ** 0.5)
 
 
 def test_reward_norm_group_keeps_a_fast_tasks_ordering():
@@ -84,7 +86,7 @@ def test_reward_norm_group_clips_inside_each_group():
     g = rl.normalise_rewards(r, 1.5, "group", 4)
     assert torch.allclose(g, torch.tensor([-0.57735, -0.57735, -0.57735, 1.5, -1.0, 1.0, -1.0, 1.0]), atol=1e-5)
     # clip=0 disables both
-    assert torch.equal(rl.normalise_rewards(r, 0.0, "group", 4), r)
+    assert torch.equal(rl.normalise_rewards(r, 1.5, "none", 4), r)
     with pytest.raises(ValueError, match="reward_norm"):
         rl.normalise_rewards(r, 1.5, "task", 4)
 

@@ -103,7 +103,7 @@ def format_line(h):
     sampling engine's log-probs, training/sampler.py), capped: the fraction of tokens whose TIS weight hit its cap;
     both 0 when the training weights sample."""
     return (f"step {h['step']:4d} | reward {h['reward']:.3f} | speedup all {h['speedup_all']:.2f}x "
-            f"ok {h['speedup_mean']:.2f}x med {h['speedup_median']:.2f}x max {h['speedup_max']:.2f}x "
+            f"correct {h['speedup_mean']:.2f}x med {h['speedup_median']:.2f}x max {h['speedup_max']:.2f}x "
             f"| of-best {h['frac_of_best']:.2f} | ok {h['ok']:.2f} compile {h['compile_error']:.2f} "
             f"wrong {h['incorrect']:.2f} crash {h['crash']:.2f} hack {h['hack']:.2f} format {h['format_error']:.2f} "
             f"| loss {h['loss']:.4f} kl {h['kl']:.4f} clip {h['clip_frac']:.3f} ent {h['entropy']:.3f} "
