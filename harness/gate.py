@@ -95,13 +95,14 @@ class Page:
 class Times:
     """perf_counter_ns stamps of one gated call: send, armed (None: the deadline passed), gate (GATE written), done
     (None: the reply came without it), synced (None: the reply came first), reply; stale_ns: the poll gap around
-    DONE; early: DONE was there before the gate opened; event_ms: the runner's CUDA-event figure (a diagnostic)."""
-    __slots__ = ("send", "armed", "gate", "done", "synced", "reply", "stale_ns", "early", "event_ms")
+    DONE; early: DONE was there before the gate opened; event_ms, stages: the runner's CUDA-event figures (the model;
+    the opening, the model, the delivery: diagnostics the runner could forge, never counted)."""
+    __slots__ = ("send", "armed", "gate", "done", "synced", "reply", "stale_ns", "early", "event_ms", "stages")
 
     def __init__(self, send):
         self.send, self.armed, self.gate, self.done, self.reply, self.stale_ns = send, None, None, None, None, 0
         self.synced = None
-        self.early, self.event_ms = False, None
+        self.early, self.event_ms, self.stages = False, None, None
 
 
 def _readable(sock):
@@ -199,7 +200,9 @@ class Calibration:
         """The record's clock fields of gated calls `rows` (Times)."""
         tails = [self.call_ms(t)[1] for t in rows if t.done is not None and not t.early]
         events = [t.event_ms for t in rows if t.event_ms is not None]
+        stages = [t.stages for t in rows if t.stages is not None]
         return dict(kind="gate", event_ms=round(statistics.median(events), 5) if events else None,
+                    stages_ms=[round(statistics.median(col), 5) for col in zip(*stages)] if stages else None,
                     fixed_ms=round(self.fixed / 1e6, 5), pre_ms=round(self.pre / 1e6, 5),
                     gap_ms=round(self.gap / 1e6, 5), late_arms=sum(t.armed is None for t in rows),
                     tails=sum(x > 0 for x in tails), tail_ms=round(sum(tails), 5),
@@ -308,6 +311,7 @@ class RunnerGate:
 
     def __init__(self, fd, gate_fd, dev, exchange_, buffer, layout, inputs):
         self.dev, self.host, self.buffer, self.inputs = dev, dev.type != "cuda", buffer, inputs
+        self.stages = None                     # the last call's [opening, model, delivery] ms by CUDA events
         self.sealed = [(off, n, x) for item, x in zip(layout, inputs) if item is not None for off, n, _, _ in [item]]
         self.mm = mmap.mmap(fd, PAGE)
         self.words = memoryview(self.mm).cast("I")
@@ -323,7 +327,7 @@ class RunnerGate:
         self.key = torch.zeros(1, dtype=torch.int64, device=dev)
         l2 = getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)
         self.flush_buf = torch.empty(2 * l2 if l2 > 0 else 256 << 20, dtype=torch.uint8, device=dev)
-        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
 
     def call(self, model, call_id, exchange_, leaves):
         """One gated call (module docstring); exchange_: the runner's Exchange; leaves(out): the output's leaves.
@@ -336,10 +340,11 @@ class RunnerGate:
         kernel_eval.l2_flush(self.flush_buf)       # before the gate: its write-backs are not the model's to pay
         torch.cuda.synchronize()                   # (and this thread's context current for the driver calls)
         _cu(drv["cuStreamWaitValue32"](stream.cuda_stream, self.gate_dptr + 4 * GATE, call_id, 0x0), "wait")  # GEQ
+        opened, start, end, delivered = self.events
+        opened.record(stream)
         kernel_eval.key_load(self.gate_dptr + 4 * KEY, self.key)
         for off, n, x in self.sealed:              # the inputs opened into the runner's own tensors (in the L2 as
             kernel_eval.keystream_xor(x.data_ptr(), self.buffer + off, n, off // 8, self.key, self.dev)  # written)
-        start, end = self.events
         start.record(stream)
         out = model(*self.inputs)
         end.record(stream)
@@ -349,10 +354,12 @@ class RunnerGate:
             except ValueError:
                 flat = None
             acc = kernel_eval.checksum_start(flat) if flat else None
+        delivered.record(stream)
         _cu(drv["cuStreamWriteValue32"](stream.cuda_stream, self.dptr + 4 * DONE, call_id, 0x0), "write")
         self.words[ARMED] = call_id
         torch.cuda.synchronize()                   # the whole device: work left on other streams delays SYNCED
         self.words[SYNCED] = call_id
+        self.stages = [opened.elapsed_time(start), start.elapsed_time(end), end.elapsed_time(delivered)]
         if flat is None:
             return start.elapsed_time(end), None, None, out
         cs = kernel_eval.checksum_value(acc) if flat else 0          # no tensor leaf: the sum of nothing
@@ -486,6 +493,9 @@ class SessionGate:
                              arm_ns, timeout, mem_limit)
         self.rows.append(t)
         t.event_ms = reply.get("ms") if isinstance(reply.get("ms"), (int, float)) else None
+        stages = reply.get("stages")
+        t.stages = stages if isinstance(stages, list) and len(stages) == 3 and \
+            all(isinstance(x, (int, float)) for x in stages) else None
         if t.early:
             raise ValueError("the call's DONE word came before its gate opened")
         if self.calib is not None and reply.get("ok"):
@@ -516,4 +526,6 @@ class SessionGate:
         """The record's clock fields: the candidate's gated calls (after the reference's first n_ref), and the
         reference's under "ref"."""
         ref = self.calib.summary(self.rows[:n_ref])
-        return dict(self.calib.summary(self.rows[n_ref:]), ref={k: ref[k] for k in ("late_arms", "tails", "stale")})
+        null = self.calib.summary(self.null_rows[NULL_WARMUP:])
+        return dict(self.calib.summary(self.rows[n_ref:]), null_stages_ms=null["stages_ms"],
+                    ref={k: ref[k] for k in ("late_arms", "tails", "stale", "stages_ms")})

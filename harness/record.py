@@ -15,8 +15,8 @@ Fields (blank() makes them all; harness/session.py and harness/runner_steps.py f
   session.time_floor_ms), remeasure ({first, second, rel_diff}: a speedup above remeasure_above timed twice),
   precision ({err, ref_err, half_err, threshold} of the worst checked output: judge.py), clock ({excess_ms,
   overhead_ms, limit_ms, claimed_ms, kind, gate_error[, first]}: the parent's clock check, session.Session.verdict;
-  with kind "gate", what counted instead: {fixed_ms, pre_ms, gap_ms, event_ms, late_arms, tails, tail_ms, stale,
-  calls, ref}: gate.Calibration.summary), degenerate
+  with kind "gate", what counted instead: {fixed_ms, pre_ms, gap_ms, event_ms, stages_ms, null_stages_ms, late_arms,
+  tails, tail_ms, stale, calls, ref}: gate.Calibration.summary), degenerate
   (trivial outputs that pass this task's check, [] none, None unknown), hang_limit_s, exchange (ipc | file: how
   outputs reach the judge), fp32_reference_off ({mismatches, max_rel_err, where}: the output failed isclose against
   the fp32 reference but is as close to the float64 truth as that reference is, so it counts as correct:

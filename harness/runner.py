@@ -335,7 +335,7 @@ def _handle(cmd, state, spec, dev):
         with torch.no_grad():                               # inputs are the judge's to deliver; ms is not counted
             task_io.set_flags(task_io.FIXED_FLAGS if state.get("reference") else state["flags"])
             ms, cs, order, out = state["gate"].call(state["model"], cmd["call_id"], state["ex"], task_io.leaves)
-            return dict(ok=True, ms=ms, checksum=cs, order=order, meta=task_io.meta(out))
+            return dict(ok=True, ms=ms, checksum=cs, order=order, meta=task_io.meta(out), stages=state["gate"].stages)
     if op == "call":
         with torch.no_grad():
             seed = cmd["seed"]
