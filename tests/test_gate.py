@@ -212,11 +212,13 @@ def least_ms(sg, worker, n=5, **fake_kw):
 
 
 def test_interval_matches_the_delay(fake):
+    """Never short (load on the box only delays the fake runner or the parent's polls: a long reading is load, a short
+    one a broken clock), and near the delay on at least one of 9 calls."""
     sg, worker = fake
     for work_ms in (5.0, 20.0):
-        ms = least_ms(sg, worker, work=work_ms / 1e3)
+        ms = least_ms(sg, worker, n=9, work=work_ms / 1e3)
         print(f"fake device work {work_ms} ms: gate measured {ms:.3f} ms (fixed {sg.calib.fixed / MS:.4f} ms)")
-        assert abs(ms - work_ms) < max(2.0, 0.1 * work_ms), f"{ms} ms measured for {work_ms} ms"
+        assert work_ms - 0.5 < ms < work_ms + max(3.0, 0.15 * work_ms), f"{ms} ms measured for {work_ms} ms"
 
 
 def test_early_done_and_late_reply_are_charged(fake):
