@@ -118,7 +118,8 @@ def test_paths_through_many_names_cycles_and_deep_nesting():
 
 
 CPP = r"""
-#include <torch/extension.h>
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
 torch::Tensor swish(torch::Tensor x) {
     auto y = torch::empty_like(x);
     const float* src = x.data_ptr<float>();
