@@ -32,10 +32,10 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:          # the fork server runs with `python -P` (no script folder first on sys.path)
     sys.path.append(HERE)
-from harness import batch, options, record, runner  # noqa: E402
-from harness.forkserver import WorkerError, judge_for, gpu_lock  # noqa: E402
+from harness import batch, options, record, runner, runner_steps  # noqa: E402
 from harness.scan import static_check  # noqa: E402
-from harness.session import BUILD_NICE, Session  # noqa: E402
+from harness.session import Session  # noqa: E402
+from harness.workers import WorkerError, judge_for, gpu_lock  # noqa: E402
 
 
 def evaluate(task_src: str, candidate_src: str, *, task_name: str = "task", device: str = "cuda",
@@ -91,7 +91,7 @@ def _build_ahead(task_src, candidate_src, opts, live=None, split=True, place=0):
     to find (under the GPU's lock); the precompiled headers first, here (runners only read them). split=False: not
     the split build (batch.split_builds). place: its place in the batch's build queue, added to its BUILD_NICE."""
     build_opts = dataclasses.replace(opts, build_only=True, timeout_s=max(600.0, opts.timeout_s), static_checks=False,
-                                     build_nice=min(19, BUILD_NICE + max(0, int(place))))
+                                     build_nice=min(19, runner_steps.BUILD_NICE + max(0, int(place))))
     if not split:                                   # (extra_env is for trusted callers: this one is ours)
         build_opts = dataclasses.replace(build_opts, extra_env=dict(opts.extra_env or {}, CUDAL1_SPLIT="0"))
     if batch.prebuild_wanted(opts.device, [candidate_src]):   # (returns at once when made or being made)
@@ -177,7 +177,7 @@ def main(argv=None):
     ap.add_argument("--arch", default=None, help="TORCH_CUDA_ARCH_LIST for nvcc, e.g. 9.0")
     ap.add_argument("--json", action="store_true", help="print the whole result record as JSON")
     ap.add_argument("--timeout_s", type=float, default=300.0, help="seconds for the whole evaluation")
-    ap.add_argument("--trials", type=int, default=None, help="correctness trials (default: the protocol's)")
+    ap.add_argument("--num_correct_trials", type=int, default=None, help="correctness trials (default: the protocol's)")
     ap.add_argument("--no_static_checks", action="store_true", help="for trusted code only")
     ap.add_argument("--build_root", default=None,
                     help="build cache (default $CUDAL1_BUILD_ROOT or ~/.cache/cudal1/build)")
@@ -198,8 +198,8 @@ def main(argv=None):
                  "use --device cpu")
     task_src, name = open(args.task).read(), os.path.basename(args.task)[:-3]
     res = evaluate(task_src, open(args.candidate).read(), task_name=name, device=args.device, arch=args.arch,
-                   timeout_s=args.timeout_s, num_correct_trials=args.trials, static_checks=not args.no_static_checks,
-                   build_root=args.build_root, protocol=args.protocol, check_only=args.check_only)
+                   timeout_s=args.timeout_s, num_correct_trials=args.num_correct_trials, protocol=args.protocol,
+                   static_checks=not args.no_static_checks, build_root=args.build_root, check_only=args.check_only)
     line = record.screen_line(res, args.no_screen, lambda: degenerate_screen(
         task_src, task_name=name, device=args.device, arch=args.arch, build_root=args.build_root))
     print(json.dumps(res) if args.json else record.summary(dict(res, degenerate=None)) + "\n" + line)

@@ -373,5 +373,6 @@ if __name__ == "__main__":
     print(f"wrote {eval_dir}/results.jsonl, summary.md, summary.json, per_task.csv and plots in {took:.0f}s; "
           f"{len(timed_now)} distinct kernels measured by this run, {60 * len(timed_now) / max(took, 1e-9):.1f} per "
           f"minute (baselines not counted), making {len(new)} (task, method) rows")
-    if interrupted:
+    if interrupted:  # said again after the tables, which read as a whole report at a glance
+        print(f"evaluate.py was interrupted: the report above is partial ({len(rows)} rows measured)", flush=True)
         sys.exit(130)

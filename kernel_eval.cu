@@ -15,12 +15,9 @@
 //                       buffer (2x the L2 size) with its index, so no timed call finds its data in L2
 //   cudal1_spin         one thread that spins for `cycles` SM clock cycles: the clock queues the model's
 //                       launches while it runs, so a timed window holds device time, not launch latency
-//   cudal1_gate_hold    holds every SM until the parent writes a call's id into the gate word (host memory mapped
-//                       into the device): the gated clock's start (harness/gate.py); its grid fills every SM's
-//                       thread slots, so a kernel launched meanwhile on another stream cannot start before it
 //   cudal1_poison_fill  every byte of a buffer to 0xFF (NaN in every float type): a candidate that returns memory
 //                       it never wrote gets poison instead of a freed reference answer (REFERENCE.md §4)
-//   cudal1_checksum     adds to acc[4] the sums that make runner.checksum exact: the bytes, the low and high 16
+//   cudal1_checksum     adds to acc[4] the sums that make exchange.checksum exact: the bytes, the low and high 16
 //                       bits of every whole int32 word, and the count of negative words
 //   cudal1_compare      one pass over an output, its fp32 reference and (optionally) the float64 reference:
 //                       max abs/rel error, isclose mismatches, NaNs, mismatches against float64 and the three
@@ -62,14 +59,6 @@ __global__ void spin_kernel(long long cycles) {
     const long long start = clock64();
     while (clock64() - start < cycles) {
     }
-}
-
-// One thread per block polls the gate word; the others wait at the barrier, holding their thread slots.
-__global__ void gate_hold_kernel(const volatile unsigned* gate, unsigned id) {
-    if (threadIdx.x == 0) {
-        while (*gate < id) __nanosleep(256);
-    }
-    __syncthreads();
 }
 
 __global__ void fill_ff_kernel(uint8_t* __restrict__ p, int64_t nbytes) {
@@ -290,7 +279,7 @@ cudaError_t launch_compare(const void* out, const void* ref, const double* r64, 
 
 extern "C" {
 
-int cudal1_abi_version() { return 2; }
+int cudal1_abi_version() { return 1; }
 
 const char* cudal1_error_string(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }
 
@@ -311,21 +300,6 @@ int cudal1_spin(int device, long long cycles, cudaStream_t stream) {
     cudaError_t err = cudaSetDevice(device);
     if (err != cudaSuccess) return err;
     spin_kernel<<<1, 1, 0, stream>>>(cycles);
-    return cudaGetLastError();
-}
-
-// gate: the device address of a 32-bit word in mapped host memory. Blocks of per_sm / k threads, k = the fewest
-// blocks that fill an SM's thread slots (2 x 1024 on an H100 or H200), k per SM: every SM full while it waits.
-int cudal1_gate_hold(int device, const unsigned* gate, unsigned id, cudaStream_t stream) {
-    cudaError_t err = cudaSetDevice(device);
-    if (err != cudaSuccess) return err;
-    int sms = 0, per_sm = 0, per_block = 0;
-    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-    if ((err = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device)) != cudaSuccess)
-        return err;
-    if ((err = cudaDeviceGetAttribute(&per_block, cudaDevAttrMaxThreadsPerBlock, device)) != cudaSuccess) return err;
-    const int blocks_per_sm = (per_sm + per_block - 1) / per_block;
-    gate_hold_kernel<<<sms * blocks_per_sm, per_sm / blocks_per_sm, 0, stream>>>(gate, id);
     return cudaGetLastError();
 }
 

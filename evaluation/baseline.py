@@ -126,7 +126,7 @@ def warm_child(folder):
             found = importlib.util.spec_from_file_location(f"warm_{key}", os.path.join(folder, key + ".py"))
             mods[key] = sys.modules[found.name] = importlib.util.module_from_spec(found)
             found.loader.exec_module(mods[key])
-        from harness.runner import FIXED_FLAGS, set_flags
+        from harness.task_io import FIXED_FLAGS, set_flags
         set_flags(FIXED_FLAGS)
         dev = torch.device(spec["device"])
         if dev.type == "cpu" and not os.environ.get("OMP_NUM_THREADS"):

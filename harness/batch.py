@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from harness import buildcache, cores, record
-from harness.forkserver import judge_for, gpu_lock
+from harness.runner_steps import BUILD_NICE
 from harness.scan import static_check
-from harness.session import BUILD_NICE
+from harness.workers import judge_for, gpu_lock
 
 SPLIT_UNITS = 3                # compilers a split build runs at once (main.cpp, glue.cpp, cuda.cu): split_builds
 INTERRUPT_GRACE_S = 5.0        # at Ctrl-C / SIGTERM, evaluations in flight get this long to finish (10 s made

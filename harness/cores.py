@@ -3,9 +3,9 @@
 On a GPU box the parent's clock check reads the fixed overhead of every timed call by wall time; nvcc builds running
 beside the timed runner move that overhead by up to ~2 ms. So each GPU's timed side (the runner that holds its lock,
 the judge, the parent's thread while it holds the lock) gets cores of its own, and runners' imports, builds and the
-fork server run on the rest. Used by session.py, batch.py, forkserver.py, judge.py, runner.py and buildcache.py;
-nothing here runs candidate code, but a runner's copy of BUILD_CPUS is the candidate's to change (it only moves its
-own builds)."""
+fork server run on the rest. Used by runner_steps.py, batch.py, forkserver.py, workers.py, judge.py, runner.py and
+buildcache.py; nothing here runs candidate code, but a runner's copy of BUILD_CPUS is the candidate's to change (it
+only moves its own builds)."""
 import contextlib
 import os
 

@@ -6,12 +6,14 @@ Each worker gets its own session (process group), a private working folder, HOME
 environment (_KEEP_ENV: nothing a candidate needs to steal), stdout/stderr into a log file, and dies with the fork
 server (PR_SET_PDEATHSIG). The fork server is the subreaper of its workers (PR_SET_CHILD_SUBREAPER): a candidate's
 double forks and setsid daemons come back to it and are killed with the candidate, so nothing of a candidate
-outlives its evaluation (GpuLock.settle waits for that before the next timed call on its GPU). The server never runs
-candidate code; it ends when its caller closes the socket.
-Talking to a worker (Worker.ask) is one size-limited JSON frame each way with a deadline; the wall time of each
-exchange is the parent's clock that session.py checks claimed times against.
+outlives its evaluation (workers.GpuLock.settle waits for that before the next timed call on its GPU). The server
+never runs candidate code; it ends when its caller closes the socket.
+
+This file is the fork server process (it runs as a script under `python -P`) and how the caller starts it
+(fork_server) and makes folders for its workers (work_folder, scrubbed_env). The caller's handles on the workers it
+forks (Worker, the judge per GPU, each GPU's lock) are in workers.py, which imports this file.
 """
-import contextlib, ctypes, json, os, select, shutil, signal, socket, subprocess, sys, tempfile, threading, time
+import contextlib, ctypes, json, os, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -19,7 +21,6 @@ if ROOT not in sys.path:          # the fork server runs with `python -P`: site-
     sys.path.append(ROOT)         # so a torch.py planted there cannot shadow torch
 from harness import cores  # noqa: E402
 from harness import judge  # noqa: E402
-from harness import kernel_eval  # noqa: E402
 from harness import runner  # noqa: E402
 from harness import sandbox  # noqa: E402
 
@@ -95,28 +96,6 @@ def _strays(me, workers):
         return seen
     spared = below([w for w in workers if w in tree])
     return [p for p in below(kids.get(me, [])) if p not in spared]
-
-
-_RSS, _RSS_LOCK = dict(t=-1e9, by_group={}), threading.Lock()
-RSS_MAX_AGE_S = 0.5      # a group's resident memory is read from a /proc scan at most this old, one scan shared by
-                         # every thread: one scan per waiting runner was ~30 a second in a 14-build batch on the H200,
-                         # each holding the parent's GIL for ~8 ms beside the thread that times
-
-
-def _group_rss(pgid):
-    """Resident bytes of every process in process group pgid (Linux /proc; 0 elsewhere), from the latest scan of
-    /proc (at most RSS_MAX_AGE_S old; a new one when older)."""
-    with _RSS_LOCK:
-        if time.monotonic() - _RSS["t"] > RSS_MAX_AGE_S:
-            by, page = {}, os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-            for d in os.listdir("/proc") if os.path.isdir("/proc") else []:
-                if d.isdigit():
-                    with contextlib.suppress(OSError, ValueError, IndexError):
-                        st = open(f"/proc/{d}/stat").read()
-                        fields = st[st.rindex(")") + 2:].split()    # after "pid (comm) ": state ppid pgrp ... rss
-                        by[int(fields[2])] = by.get(int(fields[2]), 0) + int(fields[21]) * page
-            _RSS.update(t=time.monotonic(), by_group=by)
-        return _RSS["by_group"].get(pgid, 0)
 
 
 def _zygote_main(fd):
@@ -255,14 +234,6 @@ def _worker_child(ctrl, req, fd, server):
         os._exit(0)
 
 
-class WorkerError(Exception):
-    """A worker died ("dead"), did not answer in time ("hung"), broke the protocol ("protocol") or used too much
-    host memory ("memory")."""
-    def __init__(self, kind, msg):
-        super().__init__(msg)
-        self.kind = kind
-
-
 class _Zygote:
     """The fork server process for one sandbox configuration (`layers`: sandbox.layers()) and build root; under
     bubblewrap when layers has it, with its work folder (self.tmp: every worker's folder, forkserver.work_folder)
@@ -346,13 +317,13 @@ def start():
     """bench's fork server, started now if it is not running (else on first use: ~4 s on the H200 box, where each
     of a batch's first builds waited for it); returns the seconds this took."""
     t = time.perf_counter()
-    _zygote()
+    fork_server()
     return time.perf_counter() - t
 
 
-def _zygote(build_root=None):
+def fork_server(build_root=None):
     """The fork server of this sandbox configuration (sandbox.layers()) and, under bubblewrap, of this build root
-    (bound into it); started if not running."""
+    (bound into it); started if not running. Its fork() and kill() are what workers.Worker uses."""
     layers = sandbox.layers()
     key = (layers, runner.default_build_root() if build_root is None else os.path.abspath(build_root)) \
         if "bwrap" in layers else (layers, None)
@@ -365,7 +336,7 @@ def _zygote(build_root=None):
 def work_folder(build_root=None):
     """A new private folder for one worker (its cwd, HOME and TMPDIR), inside its fork server's work folder: under
     bubblewrap the only place outside the build root that both this process and the workers see."""
-    return tempfile.mkdtemp(prefix="cudal1_", dir=_zygote(build_root).tmp)
+    return tempfile.mkdtemp(prefix="cudal1_", dir=fork_server(build_root).tmp)
 
 
 def _shutdown():
@@ -375,221 +346,6 @@ def _shutdown():
 
 import atexit  # noqa: E402
 atexit.register(_shutdown)
-
-
-class Worker:
-    """A forked worker and the socket to it. ask() sends one command and waits for the reply: the wall time it
-    returns is the parent's clock; a reply later than `timeout` s, a dead worker, a malformed
-    reply or a process group over the host-memory limit raise WorkerError."""
-
-    def __init__(self, role, spec, env, cwd, start_timeout=120.0, build_dir=None, writable_files=(), writable_dirs=(),
-                 gate_fd=None):
-        self.log, self.t0 = os.path.join(cwd, f"{role}.log"), time.time()
-        self.zygote = _zygote(env.get("CUDAL1_BUILD_ROOT"))
-        self.sock, self.server_pid = self.zygote.fork(role, spec, env, cwd, self.log, build_dir, writable_files,
-                                                      writable_dirs, gate_fd)
-        self.pid, self.exit, self.sandbox = self.server_pid, None, "none"
-        self.confined = self._preamble(start_timeout)
-        hello, _ = self.ask(None, start_timeout)
-        self.start_s = max(0.0, hello.get("t", time.time()) - self.t0) if isinstance(hello.get("t"), float) else None
-
-    def _preamble(self, timeout):
-        """The worker's first message: its Landlock result; its pid in this process's PID namespace (the server's
-        differs under bubblewrap) from the kernel's credentials. Raises WorkerError when it is missing or says the
-        runner could not be confined."""
-        data, pid = b"", None
-        self.sock.settimeout(timeout)
-        try:
-            while len(data) < PREAMBLE:
-                chunk, anc, _, _ = self.sock.recvmsg(PREAMBLE - len(data), socket.CMSG_SPACE(12))
-                if not chunk:
-                    raise WorkerError("dead", f"the worker ended before it started; log: {self.log_tail()}")
-                for level, kind, value in anc:
-                    if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and pid is None:
-                        pid = int.from_bytes(value[:4], sys.byteorder)
-                data += chunk
-        except socket.timeout:
-            raise WorkerError("hung", f"no start within {timeout:.0f} s") from None
-        finally:
-            self.sock.settimeout(None)
-        self.pid = pid or self.server_pid
-        confined = json.loads(data)
-        if confined.get("error"):
-            raise WorkerError("dead", f"the runner could not be confined: {confined['error']}")
-        self.sandbox = "+".join(n for n in ("landlock", "bwrap") if n in self.zygote.layers and
-                                (n == "bwrap" or confined.get("landlock_ms") is not None)) or "none"
-        return confined
-
-    def send(self, cmd):
-        """A command sent without waiting for its reply (gate.timed_ask polls its gate meanwhile, then ask(None));
-        WorkerError("dead") when the worker is gone."""
-        try:
-            runner.send(self.sock, cmd)
-        except (ConnectionError, BrokenPipeError):
-            raise WorkerError("dead", "the process ended without a reply") from None
-
-    def check_memory(self, mem_limit):
-        """Raises WorkerError("memory") when the worker's process group holds more than mem_limit bytes (None: no
-        limit)."""
-        rss = _group_rss(self.pid) if mem_limit else 0
-        if mem_limit and rss > mem_limit:
-            raise WorkerError("memory", f"host memory {rss / 2 ** 30:.1f} GiB over the limit of "
-                                        f"{mem_limit / 2 ** 30:.1f} GiB (CUDAL1_MEM_LIMIT_GB)")
-
-    def cpu_s(self):
-        """CPU seconds the worker's live threads have run (Linux schedstat, ns resolution): the clock for CPU
-        evaluations, which load on the machine does not inflate (a busy 2-core box adds ~10 ms to a 35 ms call)."""
-        total = 0
-        with contextlib.suppress(OSError, ValueError):
-            for tid in os.listdir(f"/proc/{self.pid}/task"):
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    total += int(open(f"/proc/{self.pid}/task/{tid}/schedstat").read().split()[0])
-        return total / 1e9
-
-    def ask(self, cmd, timeout, mem_limit=None, clock="wall"):
-        """The reply to cmd and the seconds it took by `clock`: "wall" (the parent's clock) or "cpu" (the CPU time
-        the worker spent, cpu_s)."""
-        t0, c0 = time.perf_counter(), self.cpu_s() if clock == "cpu" else 0.0
-        try:
-            if cmd is not None:
-                runner.send(self.sock, cmd)
-            deadline = t0 + timeout
-            while True:
-                left = deadline - time.perf_counter()
-                if left <= 0:
-                    raise WorkerError("hung", f"no reply within {timeout:.0f} s")
-                r, _, _ = select.select([self.sock], [], [], min(left, 0.5))
-                if r:
-                    break
-                self.check_memory(mem_limit)
-            self.sock.settimeout(max(1.0, deadline - time.perf_counter()))
-            reply = runner.recv(self.sock)
-        except socket.timeout:
-            raise WorkerError("hung", f"a reply started but did not finish within {timeout:.0f} s") from None
-        except (EOFError, ConnectionError, BrokenPipeError):
-            raise WorkerError("dead", "the process ended without a reply") from None
-        except ValueError as e:
-            raise WorkerError("protocol", f"malformed reply: {e}") from None
-        finally:
-            self.sock.settimeout(None)
-        return reply, (self.cpu_s() - c0) if clock == "cpu" else time.perf_counter() - t0
-
-    def kill(self):
-        if self.pid is not None:
-            with contextlib.suppress(Exception):
-                self.exit = self.zygote.kill(self.server_pid)
-            self.pid = None
-            with contextlib.suppress(Exception):
-                self.sock.close()
-        return self.exit
-
-    def log_tail(self, n=1500):
-        with contextlib.suppress(OSError):
-            with open(self.log, "rb") as f:
-                f.seek(max(0, os.path.getsize(self.log) - n))
-                return f.read().decode(errors="replace").strip()
-        return ""
-
-
-_JUDGES, _JLOCK, _GPU_LOCKS, _JSTART = {}, threading.Lock(), {}, {}
-
-
-class _Judge:
-    """The judge worker of one (device, GPU, build root), shared by every evaluation in this process."""
-
-    def __init__(self, device, gpu, build_root):
-        self.tmp = work_folder(build_root)
-        split = cores.core_split(device, gpu)
-        spec = dict(device=device, cpus=split and split[0], kernel_eval=kernel_eval.for_worker(device, build_root))
-        self.worker = Worker("judge", spec, scrubbed_env(self.tmp, build_root, gpu=gpu), self.tmp)
-        self.lock = threading.Lock()
-
-    def ask(self, cmd, timeout=900.0):
-        with self.lock:
-            reply, wall = self.worker.ask(cmd, timeout)
-        if not reply.get("ok"):
-            raise RuntimeError(reply.get("error") or "judge error")
-        return reply, wall
-
-
-def judge_for(device, gpu, build_root):
-    """The judge of (device, GPU, build root), started on first use. Started under a lock of its own key: under
-    the module's lock, which gpu_lock() takes too, starting it (with the fork server: ~4 s on the H200 box) held
-    back every build of evaluate_many's batch."""
-    key = (device, gpu, build_root, sandbox.layers())      # inside the fork server its runners come from
-    with _JLOCK:
-        starting = _JSTART.setdefault(key, threading.Lock())
-    with starting:
-        judge_worker = _JUDGES.get(key)
-        if judge_worker is None or judge_worker.worker.pid is None:
-            judge_worker = _Judge(device, gpu, build_root)
-            with _JLOCK:
-                _JUDGES[key] = judge_worker
-        return judge_worker
-
-
-def drop_judge(judge_worker):
-    with _JLOCK:
-        for k, v in list(_JUDGES.items()):
-            if v is judge_worker:
-                del _JUDGES[k]
-    judge_worker.worker.kill()
-
-
-
-class GpuLock:
-    """The lock one candidate at a time holds on a GPU (or on the CPU device) for its checks and timing, and the
-    deaths its holders left behind. A runner's death (SIGKILL, then the driver tearing down its CUDA context:
-    0.10-0.13 s on the H200) need not hold the lock: the next holder's
-    first steps (the judge's setup, its own runner's CUDA context) time nothing. So a holder hands its runner to
-    kill() and leaves; every holder calls settle() before its first timed call, which waits until every runner
-    handed over is gone, its GPU work and context with it. (Until the fork server's SIGKILL lands, milliseconds, the
-    candidate may still run beside the next holder's setup, as the next holder's runner already ran beside it:
-    evaluate_many keeps per_gpu jobs alive at once.)"""
-
-    def __init__(self):
-        self._lock, self._dying = threading.Lock(), []
-
-    def acquire(self, *a, **kw):
-        return self._lock.acquire(*a, **kw)
-
-    def release(self):
-        self._lock.release()
-
-    def locked(self):
-        return self._lock.locked()
-
-    __enter__ = acquire
-
-    def __exit__(self, *exc):
-        self.release()
-
-    def kill(self, worker, done=None):
-        """worker.kill() in a thread (the holder calls this under the lock); returns the thread. done: called
-        after the death, from that thread."""
-        def die():
-            try:
-                worker.kill()
-            finally:
-                if done is not None:
-                    done(worker)
-        t = threading.Thread(target=die, name="cudal1-kill", daemon=True)
-        t.start()
-        self._dying.append(t)
-        return t
-
-    def settle(self):
-        """Waits (under the lock) until every runner handed to kill() is dead; returns the seconds waited."""
-        t0 = time.perf_counter()
-        while self._dying:
-            self._dying.pop().join()
-        return time.perf_counter() - t0
-
-
-def gpu_lock(device, gpu):
-    """The GpuLock of a GPU (or of the CPU device), one per process."""
-    with _JLOCK:
-        return _GPU_LOCKS.setdefault((device, gpu), GpuLock())
 
 
 if __name__ == "__main__":

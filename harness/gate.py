@@ -5,11 +5,9 @@ A 4 KiB page of shared memory (memfd: shmem, which the driver can pin; never a /
 private, nor a file, whose writable pages recent kernels refuse to pin) is made by the parent (Page) and handed to the
 runner at its fork. Three uint32 words, one cache line each: GATE (the parent writes), DONE (the GPU writes), ARMED
 (the runner's host writes). One timed call (RunnerGate.call, timed_ask):
-  runner: fresh inputs, L2 flush, device sync; on its stream: a kernel that holds every SM until GATE >= id
-          (kernel_eval.gate_hold: its grid fills every SM's thread slots, so a kernel launched meanwhile on any other
-          stream waits for the gate too), the model, the output's copy into the judge's buffer and its checksum,
-          DONE = id (cuStreamWriteValue32); then ARMED = id from the host, a device sync, the reply (checksum read
-          back);
+  runner: fresh inputs, L2 flush, device sync; on its stream: wait until GATE >= id (cuStreamWaitValue32), the model,
+          the output's copy into the judge's buffer and its checksum, DONE = id (cuStreamWriteValue32); then ARMED = id
+          from the host, a device sync, the reply (checksum read back);
   parent: sends the call, polls ARMED until the arming deadline (the null model's send-to-armed time +
           HOST_ALLOWANCE_US: like the strict spin, that much host time before the gate opens is launch latency hidden;
           beyond it the gate opens anyway and the rest is timed), t0, GATE = id, busy-polls DONE (t1), the reply.
@@ -18,13 +16,11 @@ the reference output's layout, in the same runner before the candidate is import
 DONE beyond the null's by more than GAP_TOL_US (work left on any stream, or a DONE written early from the host: the
 runner's device-wide sync before the reply waits for it). A poll that lost the CPU (GIL, OS) between two reads around
 DONE is counted as read (it only lengthens the call) and counted in the record (`stale`).
-Bound per call (nothing of it needs a claim): a DONE forged early gains <= GAP_TOL_US; a kernel on another stream
-waits for the gate with the model's own (the hold); what can still run before the gate opens gains <= pre_ms +
-HOST_ALLOWANCE_US: the gate word written by the runner itself, copies (the copy engines need no SM), kernels
-launched between the runner's device sync and the hold, work fused with the inputs' making; pre_ms (recorded: the
-null's send-to-armed time) holds the inputs' making, the flush and a sync. A pool of input sets, the one used chosen
-inside the window, would take pre_ms out (next step). Not covered: outputs left unfinished on calls the judge does
-not check (as with every clock here: one per round).
+Bound per call (nothing of it needs a claim): a DONE forged early gains <= GAP_TOL_US; work done before the gate
+opens (a side stream, the gate word written by the runner itself, work fused with the inputs' making) gains
+<= pre_ms + HOST_ALLOWANCE_US, pre_ms (recorded: the null's send-to-armed time) holding the inputs' making, the flush
+and a sync; a pool of input sets, the one used chosen inside the window, would take pre_ms out (next step). Not
+covered: outputs left unfinished on calls the judge does not check (as with every clock here: one per round).
 On the CPU device the gate does not apply (the runner's CPU time counts, harness/README.md).
 """
 import contextlib, ctypes, mmap, os, select, statistics, time
@@ -93,8 +89,8 @@ def _readable(sock):
 
 
 def timed_ask(worker, page, cmd, arm_ns, timeout, mem_limit=None):
-    """One gated call of `worker` (forkserver.Worker): (reply, Times). arm_ns: ns after the send at which the gate
-    opens if the runner has not armed. Raises forkserver.WorkerError as Worker.ask does."""
+    """One gated call of `worker` (workers.Worker): (reply, Times). arm_ns: ns after the send at which the gate
+    opens if the runner has not armed. Raises workers.WorkerError as Worker.ask does."""
     page.call_id += 1
     cid, words = page.call_id, page.words
     times = Times(time.perf_counter_ns())
@@ -180,6 +176,7 @@ def _driver():
         for name, args in (("cuMemHostRegister", [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]),
                            ("cuMemHostGetDevicePointer", [ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p,
                                                           ctypes.c_uint]),
+                           ("cuStreamWaitValue32", [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]),
                            ("cuStreamWriteValue32", [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32,
                                                      ctypes.c_uint])):
             fn = getattr(lib, name + "_v2", None) or getattr(lib, name)
@@ -244,7 +241,7 @@ class RunnerGate:
         drv, stream = _driver(), torch.cuda.current_stream(self.dev)
         kernel_eval.l2_flush(self.flush_buf)
         torch.cuda.synchronize()
-        kernel_eval.gate_hold(self.dptr + 4 * GATE, call_id, self.dev)          # every SM held until GATE >= id
+        _cu(drv["cuStreamWaitValue32"](stream.cuda_stream, self.dptr + 4 * GATE, call_id, 0x0), "wait")  # GEQ
         start, end = self.events
         start.record(stream)
         out = model(*inputs)
@@ -299,7 +296,7 @@ class SessionGate:
     def ask(self, worker, cmd, timeout, mem_limit=None):
         """One gated call: (reply, wall s from the send to the reply). Once calibrated, reply["ms"] is the counted
         ms (Calibration.call_ms) and the runner's own figure is kept as reply["event_ms"]. Raises ValueError for a
-        reply without DONE, forkserver.WorkerError as Worker.ask does."""
+        reply without DONE, workers.WorkerError as Worker.ask does."""
         arm_ns = self.calib.arm_ns if self.calib else int(ARM_FIRST_MS * 1e6)
         reply, t = timed_ask(worker, self.page, cmd, arm_ns, timeout, mem_limit)
         self.rows.append(t)

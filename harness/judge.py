@@ -29,8 +29,10 @@ import contextlib, copy, ctypes, hashlib, json, math, os, random, re, statistics
 import torch
 
 from harness import cores
+from harness import exchange
 from harness import kernel_eval
 from harness import runner
+from harness import task_io
 
 PREC_RATIO = 16.0     # a candidate may be this many times less accurate than the fp32 reference (vs float64)...
 PREC_HALF = 0.5       # ...or up to this share of the error that 10-bit-mantissa operands (TF32/fp16) would cause
@@ -42,7 +44,7 @@ ALIGN = 256
 
 def trial_seeds(n):
     """The seeds of the correctness trials (KernelBench: seeds drawn from seed 42)."""
-    rng = random.Random(runner.SEED)
+    rng = random.Random(task_io.SEED)
     return [rng.randrange(2 ** 31) for _ in range(n)]
 
 
@@ -85,7 +87,7 @@ def round10(t):
 
 
 def _floats(out):
-    return [x for x in runner.leaves(out) if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    return [x for x in task_io.leaves(out) if isinstance(x, torch.Tensor) and x.is_floating_point()]
 
 
 def _f64(x):
@@ -99,15 +101,15 @@ class _Task:
 
     def __init__(self, src, key, dev, info):
         self.key, self.dev, self.info = key, dev, info
-        self.mod = runner.load_source(src, "cudal1_task_" + key[:16])
-        runner.set_flags(runner.FIXED_FLAGS)
+        self.mod = task_io.load_source(src, "cudal1_task_" + key[:16])
+        task_io.set_flags(task_io.FIXED_FLAGS)
         with torch.no_grad():
-            self.model = runner.build_model(self.mod, self.mod.Model, dev)
+            self.model = task_io.build_model(self.mod, self.mod.Model, dev)
         self._m64 = self._half = None
 
     def ref(self, seed):
-        inputs = runner.make_inputs(self.mod, seed, self.dev)
-        runner.set_flags(runner.FIXED_FLAGS)
+        inputs = task_io.make_inputs(self.mod, seed, self.dev)
+        task_io.set_flags(task_io.FIXED_FLAGS)
         with torch.no_grad():
             out = self.model(*inputs)
         if self.dev.type == "cuda":
@@ -135,7 +137,7 @@ class _Task:
 def _layout(out):
     """[(offset, nbytes, dtype, shape)] of the tensor leaves, each at an ALIGN-byte offset, and the total."""
     lay, off = [], 0
-    for x in runner.leaves(out):
+    for x in task_io.leaves(out):
         if isinstance(x, torch.Tensor):
             n = x.numel() * x.element_size()
             lay.append((off, n, str(x.dtype).replace("torch.", ""), list(x.shape)))
@@ -172,15 +174,15 @@ def _trivial(name, ref, other, inputs):
 def screen(task, seeds, atol, rtol):
     """{trivial output name: "passed" | "incorrect: ..." | "n/a: ..."} over the trial seeds (REFERENCE.md §3)."""
     status = {name: "passed" for name in TRIVIAL_OUTPUTS}
-    _, other = task.ref(runner.SEED + 7)                         # the output for other inputs
+    _, other = task.ref(task_io.SEED + 7)                        # the output for other inputs
     for seed in seeds:
         inputs, ref = task.ref(seed)
         for name in TRIVIAL_OUTPUTS:
             if status[name] != "passed":
                 continue
             try:
-                triv = runner.leaves(_trivial(name, ref, other, inputs))
-                bad = sum(compare(t, r, atol, rtol)[2] for t, r in zip(triv, runner.leaves(ref))
+                triv = task_io.leaves(_trivial(name, ref, other, inputs))
+                bad = sum(compare(t, r, atol, rtol)[2] for t, r in zip(triv, task_io.leaves(ref))
                           if isinstance(r, torch.Tensor))
                 if bad:
                     status[name] = f"incorrect: {int(bad)} mismatches"
@@ -226,19 +228,19 @@ class _Judge:
             return self.infos[key]
         t = self.ensure(cmd)
         seeds = trial_seeds(cmd["trials"])
-        inputs = runner.make_inputs(t.mod, seeds[0], self.dev)
-        fp = runner.fingerprint(inputs)
+        inputs = task_io.make_inputs(t.mod, seeds[0], self.dev)
+        fp = task_io.fingerprint(inputs)
         with torch.no_grad():
             out = t.model(*inputs)
-        tensors = [x for x in runner.leaves(out) if isinstance(x, torch.Tensor)]
+        tensors = [x for x in task_io.leaves(out) if isinstance(x, torch.Tensor)]
         lay, total = _layout(out)
-        info = dict(ok=True, meta=runner.meta(out), layout=lay, total=total, seeds=seeds,
+        info = dict(ok=True, meta=task_io.meta(out), layout=lay, total=total, seeds=seeds,
                     input_bytes=_nbytes(inputs), output_bytes=_nbytes(out),
                     device_name=torch.cuda.get_device_name(self.dev) if self.cuda else "cpu",
-                    ref_aliases=any(runner.aliases(x, inputs) for x in tensors if x.numel()),   # the task itself
-                    ref_mutates=runner.fingerprint(inputs) != fp)                              # returns/changes inputs
+                    ref_aliases=any(task_io.aliases(x, inputs) for x in tensors if x.numel()),   # the task itself
+                    ref_mutates=task_io.fingerprint(inputs) != fp)                              # returns/changes inputs
         if info["ref_mutates"]:
-            inputs = runner.make_inputs(t.mod, seeds[0], self.dev)
+            inputs = task_io.make_inputs(t.mod, seeds[0], self.dev)
         # float64 references fit?  (their inputs and outputs, twice: the plain one and the rounded one)
         big = 2 * (info["input_bytes"] + info["output_bytes"]) * 2 / 1e9 > PREC_MAX_GB
         prec = dict(skipped="no floating outputs") if not _floats(out) else \
@@ -262,7 +264,7 @@ class _Judge:
                 self.screens[skey] = screen(t, seeds, cmd["atol"], cmd["rtol"])
             info["screen"] = self.screens[skey]
         clock = self.clock(cmd["protocol"])               # a first reference time: the candidate's time limit
-        times = [clock.call(t.model, runner.make_inputs(t.mod, runner.SEED + 11 + i, self.dev))[0] for i in range(4)]
+        times = [clock.call(t.model, task_io.make_inputs(t.mod, task_io.SEED + 11 + i, self.dev))[0] for i in range(4)]
         info["ref_ms_est"] = statistics.median(times[1:])
         if self.cuda:
             if self.bandwidth_gbs is None:
@@ -278,11 +280,11 @@ class _Judge:
         total = max(self.infos[cmd["task_key"]]["total"], ALIGN)
         lay = self.infos[cmd["task_key"]]["layout"]
         if self.cuda and cmd.get("kind", "ipc") == "ipc":
-            lib, ptr = runner.cudart(), ctypes.c_void_p()
-            runner._ck(lib.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(total)), "cudaMalloc")
-            h = runner._IpcHandle()
+            lib, ptr = exchange.cudart(), ctypes.c_void_p()
+            exchange._ck(lib.cudaMalloc(ctypes.byref(ptr), ctypes.c_size_t(total)), "cudaMalloc")
+            h = exchange._IpcHandle()
             try:
-                runner._ck(lib.cudaIpcGetMemHandle(ctypes.byref(h), ptr), "cudaIpcGetMemHandle")
+                exchange._ck(lib.cudaIpcGetMemHandle(ctypes.byref(h), ptr), "cudaIpcGetMemHandle")
             except RuntimeError:
                 lib.cudaFree(ptr)
                 raise
@@ -296,7 +298,7 @@ class _Judge:
 
     def close_exchange(self):
         if self.buffer_spec and self.buffer_spec["kind"] == "ipc":
-            runner.cudart().cudaFree(ctypes.c_void_p(self.buffer_spec["ptr"]))
+            exchange.cudart().cudaFree(ctypes.c_void_p(self.buffer_spec["ptr"]))
         self.buffer_spec = None
 
     def poison_exchange(self):
@@ -313,7 +315,7 @@ class _Judge:
         if self.buffer_spec["kind"] == "ipc":
             torch.cuda.synchronize()
             source, size = ctypes.c_void_p(self.buffer_spec["ptr"]), ctypes.c_size_t(self.buffer_spec["total"])
-            runner._ck(runner.cudart().cudaMemcpy(ctypes.c_void_p(raw.data_ptr()), source, size, 3), "cudaMemcpy")
+            exchange._ck(exchange.cudart().cudaMemcpy(ctypes.c_void_p(raw.data_ptr()), source, size, 3), "cudaMemcpy")
         else:
             with _regular_file(self.buffer_spec["path"], os.O_RDONLY) as f:
                 data = bytearray(f.read(self.buffer_spec["total"]))
@@ -330,14 +332,14 @@ class _Judge:
         except (OSError, ValueError) as e:                # the candidate replaced or removed the exchange file
             return dict(ok=True, verdict="changed", why=f"the judge's output buffer was tampered with: {e}")
         t = self.ensure(cmd)
-        if cmd.get("checksum") is not None and runner.checksum(outs) != cmd["checksum"]:
+        if cmd.get("checksum") is not None and exchange.checksum(outs) != cmd["checksum"]:
             return dict(ok=True, verdict="changed", why="the output in the judge's buffer differs from what the "
                                                          "candidate delivered when its call returned")
         outs = as_stored(outs, cmd.get("order"))       # the bytes are checked as delivered, then given their order
         if outs is None:
             return dict(ok=True, verdict="incorrect", why="the runner named an impossible memory order")
         inputs, ref = t.ref(cmd["seed"])
-        want, got = runner.meta(ref), cmd["meta"]
+        want, got = task_io.meta(ref), cmd["meta"]
         problem = _structure_problem(got, want)
         if problem or cmd.get("checksum") is None:
             return dict(ok=True, verdict="incorrect", why=problem or "the output could not be delivered")
@@ -350,7 +352,7 @@ class _Judge:
                 r64_error = f"{type(e).__name__}: {e}"[:300]
         stats, it, floats = [0.0, 0.0, 0.0, 0.0], iter(outs), 0
         sums, mism64, paired = [0.0, 0.0, 0.0], 0, r64 is not None   # err_sq, ref_sq, ref_err_sq
-        for w, g, r in zip(want, got, runner.leaves(ref)):
+        for w, g, r in zip(want, got, task_io.leaves(ref)):
             if w["kind"] == "tensor":
                 o, x = next(it), None
                 if getattr(torch, w["dtype"]).is_floating_point and r64 is not None:
@@ -389,7 +391,7 @@ class _Judge:
 
 
 def as_stored(outs, order):
-    """The logical tensors of outputs a runner delivered in memory order (runner.dense_order: each leaf's dims from
+    """The logical tensors of outputs a runner delivered in memory order (exchange.dense_order: each leaf's dims from
     outermost to innermost, or None when delivered contiguous): a view of the raw bytes permuted back. None when an
     order is not a permutation of that leaf's dims. A false order only scrambles the candidate's own output."""
     if order is None:

@@ -4,7 +4,6 @@ called, and a torch version of each of its functions (the CPU device uses those;
   l2_flush(buf)              persisting L2 lines reset, then every 32-bit word of `buf` written with its index
   spin(cycles, dev)          a one-thread kernel that spins `cycles` SM clock cycles (the clock hides launch latency
                              behind it; no CPU counterpart: CPU calls are timed by thread CPU time)
-  gate_hold(ptr, id, dev)    every SM held until the mapped host word at `ptr` reaches `id` (gate.py's start)
   poison_fill(t)             every byte of a tensor's storage to 0xFF (NaN in every float type)
   checksum(tensors)          sum of the bytes + 3x the sum of the int32 words of each tensor's raw bytes (an int)
   compare(out, ref, ...)     one pass: max abs/rel error, isclose mismatches, NaNs and, with the float64 reference,
@@ -29,7 +28,7 @@ SOURCE = os.path.join(ROOT_DIR, "kernel_eval.cu")
 NVCC_FLAGS = ["-O3", "-shared", "-Xcompiler", "-fPIC", "--fmad=false"]   # no fused multiply-add: torch's order
 TILE = 1024            # elements per tile of the float64 sums (kTile in kernel_eval.cu)
 CHUNK = 1 << 26        # elements per step of the torch versions (a multiple of TILE: tiles never straddle steps)
-ABI_VERSION = 2        # cudal1_abi_version() of the library this module expects
+ABI_VERSION = 1        # cudal1_abi_version() of the library this module expects
 _DTYPE_CODES = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3, torch.int64: 4,
                 torch.int32: 5, torch.int16: 6, torch.int8: 7, torch.uint8: 8, torch.bool: 9}
 
@@ -205,13 +204,12 @@ def _declare(lib):
     lib.cudal1_error_string.restype, lib.cudal1_error_string.argtypes = ctypes.c_char_p, [c_int]
     lib.cudal1_l2_flush.argtypes = [c_int, c_void_p, c_int64, c_void_p]
     lib.cudal1_spin.argtypes = [c_int, ctypes.c_longlong, c_void_p]
-    lib.cudal1_gate_hold.argtypes = [c_int, c_void_p, ctypes.c_uint, c_void_p]
     lib.cudal1_poison_fill.argtypes = [c_int, c_void_p, c_int64, c_void_p]
     lib.cudal1_checksum.argtypes = [c_int, c_void_p, c_int64, c_void_p, c_void_p]
     lib.cudal1_compare_workspace.restype, lib.cudal1_compare_workspace.argtypes = c_int64, [c_int64]
     lib.cudal1_compare.argtypes = [c_int, c_int, c_void_p, c_void_p, c_void_p, c_int64, c_double, c_double, c_void_p,
                                    c_void_p]
-    for name in ("l2_flush", "spin", "gate_hold", "poison_fill", "checksum", "compare"):
+    for name in ("l2_flush", "spin", "poison_fill", "checksum", "compare"):
         getattr(lib, "cudal1_" + name).restype = c_int
 
 
@@ -260,14 +258,6 @@ def spin(cycles, dev=None):
     """One thread spinning `cycles` SM clock cycles on the current stream of `dev` (a CUDA device)."""
     index, stream = _where(dev)
     _ck(lib().cudal1_spin(index, int(cycles), stream), "spin")
-
-
-def gate_hold(ptr, call_id, dev=None):
-    """Holds every SM of `dev` (a CUDA device), on its current stream, until the 32-bit word at device address `ptr`
-    (host memory mapped into the device) is >= call_id: what follows on this stream, and any kernel launched
-    meanwhile on another stream, starts only then. No CPU counterpart (gate.py's host stand-in plays it)."""
-    index, stream = _where(dev)
-    _ck(lib().cudal1_gate_hold(index, ctypes.c_void_p(ptr), ctypes.c_uint(call_id), stream), "gate_hold")
 
 
 def poison_fill(t):

@@ -1,12 +1,13 @@
 """The options of one evaluation: what bench.evaluate and bench.evaluate_many take beyond the two sources.
 
-make() checks them and returns a frozen Options, the form every step of an evaluation reads (harness/session.py).
+make() checks them and returns a frozen Options, the form every step of an evaluation reads (harness/session.py,
+harness/runner_steps.py).
 """
 import dataclasses
 import os
 
 from harness import runner
-from harness.runner import FIXED_FLAGS
+from harness.task_io import FIXED_FLAGS
 
 PROTOCOLS = ("strict", "kernelbench", "cudal1")
 PROTOCOL_TRIALS = dict(strict=5, kernelbench=5, cudal1=10)     # default num_correct_trials per protocol
@@ -33,7 +34,7 @@ class Options:
     parent's clock) or "gate" (the parent's own clock through a gate on the runner's stream, harness/gate.py: the
     strict protocol on a GPU only; elsewhere claims count; $CUDAL1_CLOCK overrides).
     Set by bench.py itself, never by a caller: build_only (import the candidate, make ModelNew on the meta device,
-    stop: a build ahead) and build_nice (that runner's niceness; None = session.BUILD_NICE)."""
+    stop: a build ahead) and build_nice (that runner's niceness; None = runner_steps.BUILD_NICE)."""
     device: str = "cuda"
     protocol: str = "strict"
     atol: float = 1e-2

@@ -1,15 +1,15 @@
 """The result record of one evaluation: a flat, JSON-serialisable dict that no candidate code ever touched.
 
-Fields (blank() makes them all; harness/session.py fills them in):
+Fields (blank() makes them all; harness/session.py and harness/runner_steps.py fill them in):
   task, candidate_hash (source_hash of the candidate), status (the verdict: ok | static | compile_error |
   runtime_error | incorrect | timeout | crash | hack; reward only "ok"), hack (the named kind when status is hack),
   compiled, correct, speedup (ref_ms / cand_ms, unrounded, only when correct), speedup_rounded (toward 1.00 at two
   decimals, as CUDA-L1: round_toward_one), ref_ms and cand_ms (the protocol's statistic, ms per call), timed_calls,
   trials, error (for a failed build: the first compiler error; this machine's paths scrubbed), error_type,
   max_abs_err, max_rel_err, mismatches, nans (of the worst checked output), protocol, device, device_name,
-  torch_version, cuda_version, backend_flags (runner.FIXED_FLAGS), flags_override, compile_s, eval_s (wall s),
+  torch_version, cuda_version, backend_flags (task_io.FIXED_FLAGS), flags_override, compile_s, eval_s (wall s),
   phase_s (wall s per step: start, fork, import, models, wait (for the GPU's lock), setup, trials, timing, end (the
-  runner handed to its kill), settle (waiting for earlier runners' deaths before a timed call: forkserver.GpuLock),
+  runner handed to its kill), settle (waiting for earlier runners' deaths before a timed call: workers.GpuLock),
   reference and its parts ref_setup, ref_calls), input_shapes, custom_kernel_calls (calls into load_inline / load
   extensions during the first trial; 0 = PyTorch-only; None = unknown), floor_ms (the physical floor:
   session.time_floor_ms), remeasure ({first, second, rel_diff}: a speedup above remeasure_above timed twice),
@@ -33,7 +33,7 @@ import tempfile
 import torch
 
 from harness import runner
-from harness.runner import FIXED_FLAGS
+from harness.task_io import FIXED_FLAGS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -15,10 +15,11 @@ frame, write any file the user can and call any C function. So nothing this proc
   - the checks made here (exact tensor type, aliasing, input mutation, backend flags, patched timer functions, side
     caught build failures) are a first filter for honest mistakes and ordinary hacks, not the defence.
 
-Shared with judge.py (the same code on both sides): FIXED_FLAGS / set_flags / get_flags, make_inputs, the per-call
-clocks of the three protocols (Clock.call; the judge uses it for a first estimate of the reference's time, never for
-the counted one), the cudart helpers and the output exchange (Exchange). Also here: serve(), the runner's command
-loop; the build cache (buildcache.py) replaces torch's load_inline in every runner before the candidate is imported.
+Shared with judge.py (the same code on both sides): the frames (send, recv) and the per-call clocks of the three
+protocols (Clock.call; the judge uses it for a first estimate of the reference's time, never for the counted one);
+the backend flags, the models, the inputs and the outputs' descriptions are in task_io.py, the cudart helpers and the
+output exchange (Exchange) in exchange.py, both shared too. Also here: serve(), the runner's command loop; the build
+cache (buildcache.py) replaces torch's load_inline in every runner before the candidate is imported.
 
 Timing of one "strict" call (REFERENCE.md §2, §4): fresh inputs from the revealed seed; the L2 is
 flushed (a 2x L2 write; persisting lines reset); then `pre` event, a ~SPIN_US device spin, `start` event; the host
@@ -29,23 +30,21 @@ times that on its own clock: work still running on other streams or threads afte
 beyond its calibrated idle cost, and that excess is charged to the call (busy-waiting first keeps the OS's wake-up
 latency after a blocking wait out of it). A side stream can hide at most the spin's remainder (<= SPIN_US) per call.
 """
-import contextlib, ctypes, importlib.util, json, os, re, statistics, struct, sys, time
+import json, os, re, statistics, struct, sys, time
 
-import numpy
 import torch
 
 from harness import cores
+from harness import exchange
 from harness import gate
 from harness import kernel_eval
+from harness import task_io
 
 buildcache = None   # the buildcache module, handed to main() by the fork server after the fork: importing
                     # cpp_extension calls torch.cuda.is_available(), after which torch refuses CUDA in forked
                     # children (so never in the fork server itself)
 _ERR_CHARS = 2000
 
-SEED = 42                                  # KernelBench: both models built right after manual_seed(42)
-FIXED_FLAGS = dict(matmul_allow_tf32=False, cudnn_allow_tf32=True, cudnn_benchmark=False,
-                   cudnn_deterministic=False, float32_matmul_precision="highest")   # PyTorch defaults, §2
 SPIN_US = float(os.environ.get("CUDAL1_SPIN_US") or 200.0)  # device spin before `start` (us): the model's launches
                          # queue during it (launch latency hidden). 40 us was too short after an idle gap: a 10 us
                          # kernel read 104 us (scripts/diag_clock.py on the H200); CUDAL1_SPIN_US is for that script
@@ -109,249 +108,6 @@ def describe(e):
     return dict(error=truncate(f"{type(e).__name__}: {e}"), error_type=type(e).__name__)
 
 
-# ------------------------------------------------------------------------------------- flags, inputs, outputs
-
-_FLAG_ATTRS = dict(matmul_allow_tf32=(torch.backends.cuda.matmul, "allow_tf32"),
-                   cudnn_allow_tf32=(torch.backends.cudnn, "allow_tf32"),
-                   cudnn_benchmark=(torch.backends.cudnn, "benchmark"),
-                   cudnn_deterministic=(torch.backends.cudnn, "deterministic"))
-
-
-def get_flags():
-    flags = {}
-    for k, (owner, attr) in _FLAG_ATTRS.items():
-        try:   # torch >= 2.9 raises here when the legacy and the new (fp32_precision) TF32 APIs were mixed
-            flags[k] = bool(getattr(owner, attr))
-        except Exception as e:
-            flags[k] = f"unreadable: {e}"[:80]
-    try:
-        flags["float32_matmul_precision"] = torch.get_float32_matmul_precision()
-    except Exception as e:                     # e.g. fp32_precision="tf32" left set: the legacy getter raises
-        flags["float32_matmul_precision"] = f"unreadable: {e}"[:80]
-    return flags
-
-
-def set_flags(flags):
-    """Sets the backend flags (FIXED_FLAGS's keys); a candidate that switched to the fp32_precision API is put
-    back on the legacy one first (torch >= 2.9 refuses to mix them)."""
-    with contextlib.suppress(Exception):
-        torch.backends.fp32_precision = "ieee"
-        for owner in (torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn):
-            owner.fp32_precision = "none"
-    torch.set_float32_matmul_precision(flags["float32_matmul_precision"])
-    for k, (owner, attr) in _FLAG_ATTRS.items():
-        setattr(owner, attr, flags[k])
-
-
-def load_module(path, name):
-    """Executes a source file into its own fresh module, registered in sys.modules under a unique name."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def load_source(src, name):
-    """A module executed from source text (the judge never reads a task from a file a candidate could rewrite)."""
-    mod = type(sys)(name)
-    mod.__file__ = f"<{name}>"
-    sys.modules[name] = mod
-    exec(compile(src, f"<{name}>", "exec"), mod.__dict__)
-    return mod
-
-
-def make_inputs(task, seed, dev):
-    """task.get_inputs() right after manual_seed(seed), made on `dev` directly: the judge and the runner call this
-    with the same seed and get the same tensors (CUDA's Philox generator is deterministic per seed)."""
-    torch.manual_seed(seed)
-    with torch.device(dev):
-        inputs = task.get_inputs()
-    return [x.to(dev) if isinstance(x, torch.Tensor) else x for x in inputs]
-
-
-def build_model(task, cls, dev):
-    """cls(*task.get_init_inputs()) under manual_seed(SEED) and `with torch.device(dev)` (KernelBench, §2: the
-    weights match only because both models draw them in the same order from the same seed)."""
-    torch.manual_seed(SEED)
-    with torch.device(dev):
-        init = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in task.get_init_inputs()]
-        torch.manual_seed(SEED)
-        m = cls(*init)
-    return m.to(dev) if isinstance(m, torch.nn.Module) else m
-
-
-def leaves(out):
-    """The tensors and numbers of a model output (tensor, list/tuple of them, number, None), depth first."""
-    if isinstance(out, (list, tuple)):
-        return [x for v in out for x in leaves(v)]
-    return [out]
-
-
-def meta(out):
-    """JSON description of an output: [{kind, shape, dtype, type} | {kind: number, value} | {kind: none} | ...]."""
-    res = []
-    for x in leaves(out):
-        if isinstance(x, torch.Tensor):
-            res.append(dict(kind="tensor", shape=list(x.shape), dtype=str(x.dtype).replace("torch.", ""),
-                            type=type(x).__name__, exact=type(x) is torch.Tensor))
-        elif isinstance(x, (bool, int, float)):
-            res.append(dict(kind="number", value=float(x)))
-        elif x is None:
-            res.append(dict(kind="none"))
-        else:
-            res.append(dict(kind="other", type=type(x).__name__))
-    return res
-
-
-def _isum(v, chunk):
-    """The exact integer sum of an integer tensor `v` (uint8 or int32), in chunks of `chunk` elements: numpy on
-    the CPU (10-15x faster than torch's widening sum there), torch on a GPU; the same value either way."""
-    if v.device.type == "cpu":
-        return int(v.numpy().sum(dtype=numpy.uint64 if v.dtype == torch.uint8 else numpy.int64))
-    return sum(int(v[i:i + chunk].sum(dtype=torch.int64)) for i in range(0, v.numel(), chunk))
-
-
-def _words(t):
-    """A tensor's raw bytes (uint8) and its whole int32 words, as flat views (no copy if contiguous)."""
-    b = t.detach().contiguous().reshape(-1).view(torch.uint8)
-    return b, b[:b.numel() // 4 * 4].view(torch.int32)
-
-
-def fingerprint(inputs, chunk=1 << 26):
-    """Cheap checksums of the bytes of every input tensor, in chunks of `chunk` bytes (bounded temporaries: a
-    6.4 GB input must not become a 51 GB int64 copy): an in-place change of an input shows (§4)."""
-    fp = []
-    for x in inputs:
-        if isinstance(x, torch.Tensor):
-            b, w = _words(x)
-            fp.append([_isum(b, chunk), _isum(w, chunk // 4), _isum(w[::7], chunk // 4)])
-    return fp
-
-
-def _span(t):
-    s = t.untyped_storage()
-    return s.data_ptr(), s.data_ptr() + s.nbytes()
-
-
-def aliases(t, inputs):
-    a0, a1 = _span(t)
-    return a1 > a0 and any(isinstance(x, torch.Tensor) and x.device == t.device and _span(x)[0] < a1
-                           and a0 < _span(x)[1] for x in inputs)
-
-
-# --------------------------------------------------------------------------------------- cudart, exchange
-
-_CUDART = []
-
-
-def cudart():
-    """torch's own CUDA runtime library through ctypes (found in this process's mappings once CUDA is in use),
-    or None."""
-    if not _CUDART or _CUDART[0] is None:
-        _CUDART[:] = []
-        lib = None
-        with contextlib.suppress(OSError):
-            paths = {ln.split()[-1] for ln in open("/proc/self/maps") if "libcudart" in ln}
-            for p in sorted(paths):
-                with contextlib.suppress(OSError):
-                    lib = ctypes.CDLL(p)
-                    break
-        if lib is None:
-            for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
-                with contextlib.suppress(OSError):
-                    lib = ctypes.CDLL(name)
-                    break
-        if lib is not None:
-            lib.cudaGetErrorString.restype = ctypes.c_char_p
-        _CUDART.append(lib)
-    return _CUDART[0]
-
-
-def _ck(rc, what):
-    if rc != 0:
-        lib = cudart()
-        msg = lib.cudaGetErrorString(rc).decode(errors="replace") if lib else ""
-        raise RuntimeError(f"{what} failed: CUDA error {rc} {msg}")
-
-
-class _IpcHandle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_byte * 64)]       # cudaIpcMemHandle_t, passed by value
-
-
-class Exchange:
-    """A buffer the judge owns and the runner writes an output into: on CUDA a separate cudaMalloc allocation
-    shared through a CUDA IPC handle (the runner maps that allocation alone, never the judge's other memory), on the
-    CPU (or where IPC fails) a file. layout = [(offset, nbytes, dtype, shape)] per tensor leaf, from the judge's
-    reference output. Copies are raw bytes: nothing is deserialised."""
-
-    def __init__(self, spec):
-        self.spec, self.ptr, self.mm, self.orders = spec, None, None, []
-        if spec["kind"] == "ipc":
-            lib = cudart()
-            handle = _IpcHandle.from_buffer_copy(bytes.fromhex(spec["handle"]))
-            ptr = ctypes.c_void_p()
-            _ck(lib.cudaIpcOpenMemHandle(ctypes.byref(ptr), handle, ctypes.c_uint(1)), "cudaIpcOpenMemHandle")
-            self.ptr = ptr.value
-
-    def write(self, tensors):
-        """Copies the output's tensor leaves into the buffer; returns their checksum (computed here, inside the
-        call's wall-clock window: the judge recomputes it from what it reads, so content written after the reply,
-        e.g. by a thread or a lazily computed answer, shows as a mismatch)."""
-        return checksum(self.copy(tensors))
-
-    def copy(self, tensors, stream=None):
-        """The copies of write(), synchronous, or queued on CUDA `stream` (a handle: gate.py); returns the flat
-        tensors copied. Raises ValueError when the output does not fit the layout."""
-        lay = self.spec["layout"]
-        if len(tensors) != len(lay):
-            raise ValueError(f"{len(tensors)} output tensors, expected {len(lay)}")
-        flat, self.orders = [], []
-        for (off, nbytes, _, _), t in zip(lay, tensors):
-            order = dense_order(t)                      # a channels_last output is copied as stored, no
-            self.orders.append(order)                   # .contiguous() (the judge permutes it back)
-            t = t.detach().permute(order) if order else t.detach().contiguous()
-            if t.numel() * t.element_size() != nbytes:
-                raise ValueError(f"output of {t.numel() * t.element_size()} bytes, expected {nbytes}")
-            flat.append(t)
-            if self.ptr is not None and t.is_cuda and stream is not None:
-                _ck(cudart().cudaMemcpyAsync(ctypes.c_void_p(self.ptr + off), ctypes.c_void_p(t.data_ptr()),
-                                             ctypes.c_size_t(nbytes), 3, ctypes.c_void_p(stream)), "cudaMemcpyAsync")
-            elif self.ptr is not None and t.is_cuda:
-                torch.cuda.synchronize()
-                _ck(cudart().cudaMemcpy(ctypes.c_void_p(self.ptr + off), ctypes.c_void_p(t.data_ptr()),
-                                        ctypes.c_size_t(nbytes), 3), "cudaMemcpy")   # 3: device to device
-            else:
-                with open(self.spec["path"], "r+b") as f:
-                    f.seek(off)
-                    f.write(t.cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
-        return flat
-
-    def close(self):
-        if self.ptr is not None and self.spec["kind"] == "ipc":
-            cudart().cudaIpcCloseMemHandle(ctypes.c_void_p(self.ptr))
-            self.ptr = None
-
-
-def dense_order(t):
-    """The dims of `t` from outermost to innermost in memory when t is dense but not contiguous (channels_last, a
-    transpose...), so that t.permute(order) is contiguous with no copy; None when t is contiguous or would need a
-    copy. Delivering such an output as stored costs what a contiguous one does: the runner's .contiguous() copy of a
-    264 MB channels_last output sat inside the parent's wall window and read as a clock_mismatch (CUDA-L1 A100
-    level1/86)."""
-    if t.dim() < 2 or t.is_contiguous():
-        return None
-    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), -t.shape[d]))
-    return order if t.permute(order).is_contiguous() else None
-
-
-def checksum(tensors, chunk=1 << 26):
-    """Sum of the bytes plus 3x the sum of the int32 words of each tensor's raw bytes (an int), in chunks of
-    `chunk` bytes (bounded temporaries): binds the content a runner delivered at the moment it replied; equal on
-    both sides for the same bytes, whatever device holds them (kernel_eval.checksum: a kernel on CUDA tensors)."""
-    return kernel_eval.checksum(tensors, chunk)
-
-
 class Clock:
     """The per-call timing of the three protocols, the same for the reference and the candidate (both timed in the
     runner; the judge's first estimate of the reference's time uses it too).
@@ -360,7 +116,7 @@ class Clock:
     kernelbench: flush, start, call, end on the current stream, end.synchronize(), REFERENCE.md §2; cudal1: device
     sync, start, call, device sync, end, no flush, §1.7). On CPU, the calling thread's CPU time around the call
     (time.thread_time; torch runs one thread here): a call preempted on a busy box claims no more than it ran, so
-    the parent's clock (the worker's CPU time, forkserver.Worker.cpu_s) sees only the fixed overhead beyond it."""
+    the parent's clock (the worker's CPU time, workers.Worker.cpu_s) sees only the fixed overhead beyond it."""
 
     def __init__(self, dev, protocol):
         self.dev, self.protocol, self.cuda = dev, protocol, dev.type == "cuda"
@@ -451,9 +207,10 @@ class Clock:
 _WATCHED = ["torch.cuda.synchronize", "torch.cuda.Event", "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time",
             "torch.cuda.Event.synchronize", "torch.cuda.Event.query", "kernel_eval.spin", "torch.allclose",
             "torch.isclose", "torch.equal", "time.perf_counter", "time.thread_time", "json.dumps", "os._exit",
-            "sys.exit", "runner.Clock.call", "runner.Exchange.write", "runner.checksum", "runner.send",
-            "runner.make_inputs", "runner._deliver", "runner._handle", "kernel_eval.l2_flush",
-            "kernel_eval.checksum"]
+            "sys.exit", "runner.Clock.call", "exchange.Exchange.write", "exchange.checksum", "runner.send",
+            "task_io.make_inputs", "runner._deliver", "runner._handle", "kernel_eval.l2_flush",
+            "kernel_eval.checksum", "exchange.torch", "exchange.kernel_eval", "task_io.torch", "task_io.sys"]
+# (exchange.torch...: exchange.py and task_io.py reach torch, kernel_eval and sys through globals of their own)
 # sources that may launch kernels the extension-call count cannot see (a driver launch through ctypes, Triton...):
 # with no counted call their custom_kernel_calls is None (unknown), not 0; the verdict is left alone
 _UNCOUNTABLE = re.compile(r"triton|cupy|numba|ctypes|torch\.ops\.|cuda\.core|pycuda|tilelang|cutlass")
@@ -462,8 +219,8 @@ _UNCOUNTABLE = re.compile(r"triton|cupy|numba|ctypes|torch\.ops\.|cuda\.core|pyc
 def _watched():
     me = sys.modules[__name__]
     owners = {"torch": torch, "torch.cuda": torch.cuda, "torch.cuda.Event": torch.cuda.Event, "time": time,
-              "json": json, "os": os, "sys": sys, "runner": me, "runner.Clock": Clock, "runner.Exchange": Exchange,
-              "kernel_eval": kernel_eval}
+              "json": json, "os": os, "sys": sys, "runner": me, "runner.Clock": Clock, "exchange": exchange,
+              "exchange.Exchange": exchange.Exchange, "task_io": task_io, "kernel_eval": kernel_eval}
     return {n: getattr(owners[n.rsplit(".", 1)[0]], n.rsplit(".", 1)[1], None) for n in _WATCHED}
 
 
@@ -484,7 +241,7 @@ def serve(sock, spec):
     The parent decides after a reply whether the judge checks that output; nothing here knows in advance."""
     dev = torch.device(spec["device"])
     state = dict(task=None, cand=None, model=None, ex=None, clock=None, inputs=(None, None),   # the runner's
-                 flags=dict(FIXED_FLAGS, **(spec.get("flags_override") or {})))             # state (_handle)
+                 flags=dict(task_io.FIXED_FLAGS, **(spec.get("flags_override") or {})))        # state (_handle)
     send(sock, dict(op="hello", pid=os.getpid(), t=time.time()))
     while True:
         try:
@@ -503,28 +260,28 @@ def serve(sock, spec):
 def _handle(cmd, state, spec, dev):
     op, cuda = cmd.get("op"), dev.type == "cuda"
     if op == "import":
-        set_flags(FIXED_FLAGS)
+        task_io.set_flags(task_io.FIXED_FLAGS)
         if state["task"] is None:
-            state["task"] = load_module(spec["task_path"], "cudal1_task")
+            state["task"] = task_io.load_module(spec["task_path"], "cudal1_task")
         if cmd.get("task_only"):          # (no CUDA context yet: made here, before the GPU's lock, beside another
             return dict(ok=True)          # evaluation's timed calls, it hid a shaved clock: judge_clock_shave earned
                                           # 1.41x in 2 of 2 GPU suites)
         cores.pin(cores.BUILD_CPUS)                       # off the timing cores again after the reference's calls
         state["watched"] = _watched()                      # before any candidate code runs
         t0 = time.perf_counter()
-        set_flags(state["flags"])
+        task_io.set_flags(state["flags"])
         try:
-            state["cand"] = load_module(spec["candidate_path"], "cudal1_candidate")
+            state["cand"] = task_io.load_module(spec["candidate_path"], "cudal1_candidate")
         except BaseException as e:
             build = isinstance(e, (buildcache.BuildError, SyntaxError)) or bool(buildcache.BUILD_FAILURES)
             return dict(ok=False, compile_error=build, compile_s=time.perf_counter() - t0, **describe(e))
         return dict(ok=True, compile_s=time.perf_counter() - t0, build_failures=buildcache.BUILD_FAILURES[:3],
-                    has_modelnew=hasattr(state["cand"], "ModelNew"), flags=get_flags())
+                    has_modelnew=hasattr(state["cand"], "ModelNew"), flags=task_io.get_flags())
     if op == "prebuild":      # build-only runners: ModelNew made on the meta device (no memory, no kernel runs), so
         t0 = time.perf_counter()  # that load_inline calls in __init__ build here, not in the timed runner's `models`
         try:                      # step under the GPU's lock (in the CUDA-L1 A100 audit: up to 110 s there)
             with torch.no_grad():
-                build_model(state["task"], state["cand"].ModelNew, torch.device("meta"))
+                task_io.build_model(state["task"], state["cand"].ModelNew, torch.device("meta"))
             err = None
         except Exception as e:    # meta tensors break many an __init__ after its builds: the timed runner decides
             err = describe(e)
@@ -536,20 +293,20 @@ def _handle(cmd, state, spec, dev):
         if cuda:
             torch.cuda.empty_cache()
         with torch.no_grad():
-            set_flags(FIXED_FLAGS if state["reference"] else state["flags"])
+            task_io.set_flags(task_io.FIXED_FLAGS if state["reference"] else state["flags"])
             cls = state["task"].Model if state["reference"] else state["cand"].ModelNew
             state["model"] = gate.NullModel(state["ex"].spec["layout"], dev) if cmd.get("null") else \
-                build_model(state["task"], cls, dev)      # null: gate.py's fixed costs, before the candidate
-        return dict(ok=True, flags=get_flags(), build_failures=buildcache.BUILD_FAILURES[:3])
+                task_io.build_model(state["task"], cls, dev)      # null: gate.py's fixed costs, before the candidate
+        return dict(ok=True, flags=task_io.get_flags(), build_failures=buildcache.BUILD_FAILURES[:3])
     if op == "exchange":
-        state["ex"] = Exchange(cmd["spec"])
+        state["ex"] = exchange.Exchange(cmd["spec"])
         return dict(ok=True)
     if op == "gate":                      # the page the parent handed over at the fork, pinned (gate.py)
         state["gate"] = gate.RunnerGate(spec["gate_fd"], dev, state["ex"])
         return dict(ok=True)
     if op == "trial":
-        inputs = make_inputs(state["task"], cmd["seed"], dev)
-        fp = fingerprint(inputs)
+        inputs = task_io.make_inputs(state["task"], cmd["seed"], dev)
+        fp = task_io.fingerprint(inputs)
         if cuda:                                          # poison what the allocator may hand out next (§4)
             blocks = [torch.empty(max(int(n), 1), dtype=torch.uint8, device=dev) for n in cmd.get("poison", [])]
             for b in blocks:
@@ -557,40 +314,42 @@ def _handle(cmd, state, spec, dev):
             blocks.clear()                                # back to the allocator, poisoned
             torch.cuda.synchronize()
         calls0 = buildcache.EXT_CALLS[0]
-        set_flags(state["flags"])
+        task_io.set_flags(state["flags"])
         with torch.no_grad():
             out = state["model"](*inputs)
         if cuda:
             torch.cuda.synchronize()                      # device-wide: side-stream work is finished too
-        flags = get_flags()
-        tensors = [x for x in leaves(out) if isinstance(x, torch.Tensor)]
-        reply = dict(ok=True, meta=meta(out), custom_kernel_calls=buildcache.EXT_CALLS[0] - calls0, flags=flags,
+        flags = task_io.get_flags()
+        tensors = [x for x in task_io.leaves(out) if isinstance(x, torch.Tensor)]
+        reply = dict(ok=True, meta=task_io.meta(out), custom_kernel_calls=buildcache.EXT_CALLS[0] - calls0, flags=flags,
                      input_shapes=[list(x.shape) if isinstance(x, torch.Tensor) else repr(x)[:40] for x in inputs],
-                     aliases=any(aliases(t, inputs) for t in tensors if t.numel()),
+                     aliases=any(task_io.aliases(t, inputs) for t in tensors if t.numel()),
                      no_storage=any(bool(t.numel()) and (t.untyped_storage().nbytes() == 0 or t.data_ptr() == 0)
                                     for t in tensors),
-                     input_mutated=fingerprint(inputs) != fp)
+                     input_mutated=task_io.fingerprint(inputs) != fp)
         reply["checksum"], reply["order"] = _deliver(state, out)
         return reply
     if op == "call":
         with torch.no_grad():
             seed = cmd["seed"]
-            inputs = state["inputs"][1] if seed == state["inputs"][0] else make_inputs(state["task"], seed, dev)
+            inputs = state["inputs"][1] if seed == state["inputs"][0] else task_io.make_inputs(state["task"], seed, dev)
             state["inputs"] = (seed, inputs) if spec["protocol"] == "kernelbench" else (None, None)
             if state["clock"] is None and "call_id" not in cmd:   # made here, under the GPU's lock: its calibration
                 state["clock"] = Clock(dev, spec["protocol"])  # runs GPU work
-            set_flags(FIXED_FLAGS if state.get("reference") else state["flags"])
+            task_io.set_flags(task_io.FIXED_FLAGS if state.get("reference") else state["flags"])
             if cmd.get("call_id") is not None:        # timed by the parent through the gate: ms is not counted
-                ms, cs, order, out = state["gate"].call(state["model"], inputs, cmd["call_id"], state["ex"], leaves)
-                return dict(ok=True, ms=ms, checksum=cs, order=order, meta=meta(out))
+                ms, cs, order, out = state["gate"].call(state["model"], inputs, cmd["call_id"], state["ex"],
+                                                        task_io.leaves)
+                return dict(ok=True, ms=ms, checksum=cs, order=order, meta=task_io.meta(out))
             ms, out = state["clock"].call(state["model"], inputs)
             cs, order = _deliver(state, out)
-            return dict(ok=True, ms=ms, checksum=cs, order=order, meta=meta(out))
+            return dict(ok=True, ms=ms, checksum=cs, order=order, meta=task_io.meta(out))
     if op == "report":
         now = _watched()
         cand_src = open(spec["candidate_path"]).read()
         uncountable = bool(buildcache.EXT_UNCOUNTED) or bool(_UNCOUNTABLE.search(cand_src))
-        return dict(ok=True, flags=get_flags(), patched=[n for n, f in now.items() if f is not state["watched"][n]],
+        return dict(ok=True, flags=task_io.get_flags(),
+                    patched=[n for n, f in now.items() if f is not state["watched"][n]],
                     uncountable=uncountable, build_failures=buildcache.BUILD_FAILURES[:3])
     if op == "exit":
         return None
@@ -601,7 +360,7 @@ def _deliver(state, out):
     """The output into the judge's buffer: (its checksum, the memory order of each tensor leaf: dense_order), or
     (None, None) when its structure cannot fit the buffer (the judge then reports the structure mismatch from
     `meta`)."""
-    tensors = [x for x in leaves(out) if isinstance(x, torch.Tensor)]
+    tensors = [x for x in task_io.leaves(out) if isinstance(x, torch.Tensor)]
     try:
         return state["ex"].write(tensors), state["ex"].orders
     except ValueError:
@@ -619,7 +378,7 @@ def main(sock, spec, build_cache):
     cores.BUILD_CPUS[:] = (spec.get("cpus") or {}).get("start") or []
     cores.pin(cores.BUILD_CPUS)              # imports and builds off the timing cores (cores.py), and so are
                                              # builds made later under the GPU's lock (buildcache)
-    if spec.get("nice"):                    # a build ahead (session.BUILD_NICE): nvcc and ninja inherit it
+    if spec.get("nice"):                    # a build ahead (runner_steps.BUILD_NICE): nvcc and ninja inherit it
         os.nice(int(spec["nice"]))
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(1)   # on a busy small box, OpenMP threads waiting for each other time the scheduler

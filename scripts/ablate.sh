@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# An ablation of one rl.py setting (issue 13): the preset's RL run once per value, all from the same prepared data and
+# An ablation of one rl.py setting: the preset's RL run once per value, all from the same prepared data and
 # the same SFT model (prepare.py and sft.py run once, into ABLATE_DIR/base), each run in its own out_dir, then the curves
 # side by side (scripts/compare_runs.py: start/end means) and each run's steps per hour (scripts/steps_per_hour.py).
 #
@@ -10,10 +10,10 @@
 #   PRESET=tiny_cpu ABLATE_DIR=out/abl_check scripts/ablate.sh reward_norm batch group -- --max_steps=2   # a CPU check
 #
 # Environment: PRESET (tiny), ABLATE_DIR (out/ablate_SETTING; not OUT, which the GPU machine sets), SEEDS (1337),
-# RESULTS (ABLATE_DIR: where SETTING.png and SETTING.txt go, e.g. results/tiny/h200/ablate_SETTING), SHARED_BUILDS (0:
-# each run builds into a build cache of its own, RUN/build, so that steps per hour compare; 1: the machine's cache, where
-# a later run finds the kernels an earlier one built: on the H200, 2026-12-02, the second of two runs drawing the same
-# kernels spent 23 s evaluating against the first's 71 s, and read 2.6x the steps per hour). A run that
+# RESULTS (ABLATE_DIR: where SETTING.png and SETTING.txt go, e.g. RESULTS=results/tiny/h200/ablate_SETTING),
+# SHARED_BUILDS (0: each run builds into a build cache of its own, RUN/build, so that steps per hour compare; 1: the
+# machine's cache, where a later run finds the kernels an earlier one built: on the H200 the second of two runs drawing
+# the same kernels spent 23 s evaluating against the first's 71 s, and read 2.6x the steps per hour). A run that
 # already has a log is resumed (--resume=True), so the script can be re-run after an interruption; a finished run is
 # left as it is.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The reward_norm ablation of issue 13 item 2: rl.py's tiny preset with reward_norm=batch and reward_norm=group from the
+# The reward_norm ablation: rl.py's tiny preset with reward_norm=batch and reward_norm=group from the
 # same prepared data and SFT model, curves side by side (scripts/ablate.sh does the work; same environment variables).
 #
 #   scripts/ablate_reward_norm.sh                                    # on the GPU machine, into out/ablate_reward_norm

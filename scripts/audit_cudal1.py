@@ -1,4 +1,4 @@
-"""Every line of a CUDA-L1 release explained: verdict, speedup next to the published one, root cause (issue 11 item 5).
+"""Every line of a CUDA-L1 release explained: verdict, speedup next to the published one, root cause.
 
     python evaluate.py --kernels=../shared/cudal1_release/a100.json --baselines=eager \
         --eval_dir=results/cudal1_a100_audit
@@ -109,20 +109,20 @@ _SUBCLASS_LINE = r"_make_subclass|__torch_function__|__torch_dispatch__|as_subcl
 _PATCH_LINE = (r"(?:torch\.cuda\.(?:Event|synchronize|Event\.elapsed_time)|time\.\w+|torch\.allclose"
                r"|torch\.testing\.\w+)\s*=(?!=)")
 _MUTATION_LINE = r"\b\w+\.(?:\w+_)\s*\((?!\s*\))|\bout\s*=\s*\w+|\[\s*:\s*\]\s*=|\.copy_\s*\("
-HAND_NOTES = {   # bench's candidate_hash -> what reading the kernel found (session 7, 2026-12-01)
+HAND_NOTES = {   # bench's candidate_hash -> what reading the kernel by hand found
     "dadecb54f4c205e8": "CUDA-L1 A100 level3/46: it normalises with BatchNorm's running statistics (eval mode) where "
                         "the reference, in training mode, uses the batch's own",
     "6da815fac8fea75a": "CUDA-L1 A100 level3/49: its load_inline build fails (functions= names mamba_final_state, "
                         "which only its cuda_sources define, beside a PYBIND11_MODULE of its own), so forward_pytorch "
-                        "runs; on 2026-12-01 1 of 131072 outputs (~5e7 after exp(cumsum)) missed rtol by 0.0012 "
+                        "runs; 1 of 131072 outputs (~5e7 after exp(cumsum)) once missed rtol by 0.0012 "
                         "against the fp32 reference, whose own rounding is that large there: an evaluator false "
                         "negative, fixed in the judge (mismatches_vs64, tests/test_reference_rounding.py); measured "
-                        "again on 2026-12-02: correct, and the fallback it is",
-    "f3bd4bcc040c7f31": "CUDA-L1 A100 level1/86: its output is channels_last (16x64x254x254, 264 MB); on 2026-12-01 "
+                        "again after the fix: correct, and the fallback it is",
+    "f3bd4bcc040c7f31": "CUDA-L1 A100 level1/86: its output is channels_last (16x64x254x254, 264 MB); formerly "
                         "the runner's .contiguous() copy of it for the judge fell inside the parent's wall window, "
                         "which the reference's contiguous output never pays (clock_mismatch): an evaluator false "
                         "negative, fixed in the runner (dense outputs delivered as stored, "
-                        "tests/test_exchange_layout.py); measured again on 2026-12-02: accepted",
+                        "tests/test_exchange_layout.py); measured again after the fix: accepted",
     "1a828a6981438366": "CUDA-L1 A100 level1/84: builds only if torch.cuda.is_available(); the build fails with "
                         "main.cpp:28:1: error: redefinition of PyInit_... (its cpp_sources has a PYBIND11_MODULE "
                         "and functions= makes another; reproduced by scripts/cudal1_builds_cpu.py, builds_cpu.txt). "
@@ -247,8 +247,9 @@ def classify(rec, code):
         mech = "kernel calls not counted" if calls is None else "custom kernel ran" if calls > 0 \
             else "PyTorch-only rewrite"
         if calls == 0 and re.search(r"\bload_inline\s*\(", code or "") and not rec.get("fallback_checked_in_models"):
-            # bench before 2026-12-01 (session 6) did not look for a build that failed in ModelNew() and was caught
-            # there: such rows read as PyTorch-only rewrites; bench names them `fallback` now (issue 11 item 5)
+            # a record without fallback_checked_in_models comes from a bench that did not look for a build that
+            # failed in ModelNew() and was caught there, so it reads as a PyTorch-only rewrite; bench now names such
+            # a build `fallback`
             return "accepted", "its extension never ran (a fallback bench did not yet name)", \
                 "its source builds a load_inline extension, yet no call reached one in the first trial: its " \
                 "build most likely failed in ModelNew() and its try/except ran PyTorch; re-measure to confirm"

@@ -1,4 +1,4 @@
-"""Timing repeatability of bench.py (issue 6 item 6): the same candidate evaluated `--repeats` times, each in its
+"""Timing repeatability of bench.py: the same candidate evaluated `--repeats` times, each in its
 own child process (bench.evaluate always spawns one), on tasks of >= 1 ms; prints the spread of the speedups
 (max/min - 1, in %) per candidate and writes every record to --out (JSON).
 

@@ -1,4 +1,4 @@
-"""Throughput of bench.evaluate_many vs plain torch load_inline (issue 6 item 7, issue 12 items 3-4).
+"""Throughput of bench.evaluate_many vs plain torch load_inline.
 
     python scripts/bench_throughput.py --out results/bench/throughput.json [--n 64] [--plain 3]
 
@@ -17,7 +17,7 @@
 3. Plain torch.utils.cpp_extension.load_inline, default flags, on `--plain` fresh candidates (default 0: skipped),
    one after another, each in its own process (what a naive evaluator does); the sequential time for --n
    candidates is EXTRAPOLATED from their mean (building 64 that way takes ~30-50 min), and says so.
-Prints one summary line (targets of issue 12: the batch under 60 s on one H200 + 16 cores, median process start
+Prints one summary line (against the targets: the batch under 60 s on one H200 + 16 cores, median process start
 under 0.5 s, a fresh one-kernel build under 4 s) and writes everything to --out (JSON).
 """
 import argparse, json, os, subprocess, sys, tempfile, time

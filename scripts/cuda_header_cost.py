@@ -1,5 +1,5 @@
 """What a CUDA source's own `#include <torch/extension.h>` costs nvcc, and whether buildcache.lighten_cuda's variant
-(torch/types.h only, which load_inline puts on top anyway) still compiles (issue 12 item 3). No GPU needed.
+(torch/types.h only, which load_inline puts on top anyway) still compiles. No GPU needed.
 
     python scripts/cuda_header_cost.py --kernels=../shared/cudal1_release/a100.json --n=3
 

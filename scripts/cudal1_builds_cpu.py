@@ -1,5 +1,5 @@
 """Which CUDA-L1 kernels' load_inline builds compile, on a machine without a GPU (nvcc and torch's headers only), to
-check the audit's "its extension never ran" and "build fails" lines (issue 11 item 5) without device time.
+check the audit's "its extension never ran" and "build fails" lines (scripts/audit_cudal1.py) without device time.
 
     python scripts/cudal1_builds_cpu.py --kernels=../shared/cudal1_release/a100.json \
         --audit=results/cudal1_a100_audit/audit.csv --cause="never ran" --out=results/cudal1_a100_audit/builds_cpu.txt

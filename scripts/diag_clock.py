@@ -1,4 +1,5 @@
-"""Diagnostics for the two GPU timing faults seen on the H200 on 2026-12-01 (issue 12 item 1, issue 11 item 1).
+"""Diagnostics for two GPU timing faults: a short kernel's strict time inflated by idle gaps between calls, and a
+false clock_mismatch on a large elementwise task.
 
     python scripts/diag_clock.py clock [--spins 40,200] [--gaps_ms 0,3]      # runner.Clock alone, no bench
     CUDAL1_CLOCK_TRACE=1 python scripts/diag_clock.py swish                  # one bench.evaluate, every timed call

@@ -1,5 +1,5 @@
-"""Peak memory of training.models.completion_logp before and after issue 13 (item 4) for a Qwen2.5-class policy with
-random weights.
+"""Peak memory of training.models.completion_logp, chunked and as one full-vocabulary log-softmax, for a
+Qwen2.5-class policy with random weights.
 
     python scripts/logp_memory.py      # on the GPU: 0.5b config, one 4k-token row, B = 1 and 8
     python scripts/logp_memory.py --model=1.5b --micro_batch_sizes=1,4 --out=results/logp_memory/h200.jsonl
@@ -7,7 +7,7 @@ random weights.
     python scripts/logp_memory.py --device=cpu --model=0.5b --layers=1 --prompt_len=512 --completion_len=3584 \
         --micro_batch_sizes=1 --chunk_sizes=0,512                  # the head at real size on a CPU (peak RSS)
 
-"full" is completion_logp as it was before issue 13 (copied below: the whole (B, C, V) float32 log-softmax, the
+"full" is completion_logp with no chunked head (copied below: the whole (B, C, V) float32 log-softmax, the
 entropy from its exp); "chunk=N" is today's training.models.completion_logp with logp_chunk_size=N (0 = one chunk, still
 without
 the log-softmax tensor). Each is measured without gradients (how rl.py computes old and reference log-probs) and with
@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import torch
 
 import common
-from training.models import completion_logp
+from training.models import completion_logp, pad_rows
 from sft_speed import DIMS
 
 # -----------------------------------------------------------------------------
@@ -50,17 +50,9 @@ seed = 0
 
 
 def full_vocab_logp(model, rows, pad_id, temp):
-    """completion_logp before issue 13, verbatim: the whole (B, C, V) fp32 log-softmax and its entropy."""
-    dev = next(model.parameters()).device
-    P = max(len(r["prompt_ids"]) for r in rows)
-    C = max(len(r["completion_ids"]) for r in rows)
-    ids = torch.full((len(rows), P + C), pad_id, dtype=torch.long)
-    att = torch.zeros_like(ids)
-    for i, r in enumerate(rows):
-        p, c = r["prompt_ids"], r["completion_ids"]
-        ids[i, P - len(p):P + len(c)] = torch.tensor(p + c)
-        att[i, P - len(p):P + len(c)] = 1
-    ids, att = ids.to(dev), att.to(dev)
+    """completion_logp without chunks: the whole (B, C, V) fp32 log-softmax and its entropy (the memory baseline)."""
+    ids, att, P = pad_rows(rows, pad_id, next(model.parameters()).device)  # (B, P + C) each
+    C = ids.shape[1] - P
     pos = (att.cumsum(-1) - 1).clamp(min=0)
     logits = model(input_ids=ids, attention_mask=att, position_ids=pos).logits[:, P - 1:P + C - 1].float() / temp
     lsm = torch.log_softmax(logits, dim=-1)  # (B, C, V)

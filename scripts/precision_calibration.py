@@ -1,11 +1,11 @@
-"""Calibration of the judge's precision-downgrade rule on every kernel we have (issue 11 item 3; REFERENCE.md §4c).
+"""Calibration of the judge's precision-downgrade rule on every kernel we have (REFERENCE.md §4c).
 
     python scripts/precision_calibration.py [--device cuda|cpu] [--out results/bench/precision_calibration.md]
 
 The rule (judge.py): a correct candidate is a `precision_downgrade` when its error against a float64 reference,
 err = ||out - ref64|| / ||ref64||, exceeds threshold = max(PREC_RATIO x ref_err, PREC_HALF x half_err), where
 ref_err is the fp32 reference's own error and half_err that of the float64 reference run on operands rounded to a
-10-bit mantissa. Zero false positives on legitimate kernels and every downgrade flagged is what issue 11 asks.
+10-bit mantissa. The target: zero false positives on legitimate kernels and every downgrade flagged.
 
 Candidates, all in ONE bench.evaluate_many with static checks OFF (the run-time measurement alone decides) and
 check_only (the correctness trials, where the judge measures precision; no timing):

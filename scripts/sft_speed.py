@@ -1,4 +1,4 @@
-"""Memory and speed of sft.py's training step for Qwen2.5-class models (issue 3, "memory and speed figures").
+"""Memory and speed of sft.py's training step for Qwen2.5-class models.
 
     python scripts/sft_speed.py --models=0.5b,1.5b --seq_len=4096 --out=results/sft_speed/h200.json   # on a GPU
     python scripts/sft_speed.py --models=tiny --device=cpu --iters=2 --seq_len=64                     # smoke test

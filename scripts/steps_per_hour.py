@@ -7,7 +7,7 @@ log, to compare runs of different lengths over the same steps. Seconds per step 
 When the log has new_kernels, a second line splits the time: mean gen / eval / train seconds per step and evaluation
 seconds per new kernel. Two runs' steps per hour differ mostly by how many distinct kernels their policies drew (a
 kernel met before is a cache hit, ~0 s), so compare eval s per new kernel before crediting an option with a speed-up
-(results/tiny/h200/ablate_async_rollouts_s11: 183 vs 299 steps/hour from 19 vs 11 new kernels, 11.0 vs 11.6 s each).
+(an async_rollouts ablation on the H200: 183 vs 299 steps/hour from 19 vs 11 new kernels, 11.0 vs 11.6 s each).
 """
 import json
 import sys

@@ -1,4 +1,4 @@
-"""Timing accuracy of bench.py's protocols against device time measured independently (issue 12 item 1).
+"""Timing accuracy of bench.py's protocols against device time measured independently.
 
     python scripts/timing_accuracy.py --out results/bench/timing_accuracy.json
 

@@ -14,8 +14,8 @@ sys.path.insert(0, ROOT)
 from evaluation import measure  # noqa: E402
 import torch  # noqa: E402
 from harness import record  # noqa: E402
-from harness.runner import FIXED_FLAGS  # noqa: E402
 from harness.scan import static_check  # noqa: E402
+from harness.task_io import FIXED_FLAGS  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "scripts", "audit_cudal1.py")
 REF = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n" \

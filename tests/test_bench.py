@@ -19,9 +19,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
-from harness import buildcache, forkserver, judge, options, record, runner, session  # noqa: E402
-from harness.runner import FIXED_FLAGS  # noqa: E402
+from harness import buildcache, judge, options, record, runner, runner_steps, session, workers  # noqa: E402
 from harness.scan import static_check  # noqa: E402
+from harness.task_io import FIXED_FLAGS  # noqa: E402
 
 TASK = open(os.path.join(FIX, "cpu_task_scale.py")).read()
 KEYS = {"task", "candidate_hash", "status", "compiled", "correct", "speedup", "speedup_rounded", "ref_ms", "cand_ms",
@@ -85,8 +85,8 @@ def _stale_lock_build(build_root):
 
 def _cli(cand):
     p = subprocess.run([sys.executable, os.path.join(ROOT, "bench.py"), os.path.join(FIX, "cpu_task_scale.py"),
-                        os.path.join(FIX, cand), "--device", "cpu", "--trials", "2"], capture_output=True, text=True,
-                       timeout=300)
+                        os.path.join(FIX, cand), "--device", "cpu", "--num_correct_trials", "2"],
+                       capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout + p.stderr
 
 
@@ -236,7 +236,7 @@ def test_evaluate_many_keeps_order_and_isolates_failures(env):
 def test_gpu_lock_wait_is_not_the_candidates_time(tmp_path):
     """evaluate_many's per-GPU lock (any device: a lock in the parent): a candidate queued behind the lock waits
     for it without its timeout running (here 12 s of timeout, 16 s of waiting), and records the wait."""
-    lock = forkserver.gpu_lock("cpu", None)
+    lock = workers.gpu_lock("cpu", None)
     lock.acquire()
     try:
         with ThreadPoolExecutor(1) as pool:
@@ -254,11 +254,11 @@ def test_gpu_lock_wait_is_not_the_candidates_time(tmp_path):
 
 
 def test_a_runners_death_is_settled_before_the_next_timing(tmp_path, monkeypatch):
-    """Issue 12 item 4: the holder of the GPU's lock hands its runner's death to the lock (forkserver.GpuLock.kill)
+    """The holder of the GPU's lock hands its runner's death to the lock (workers.GpuLock.kill)
     and lets go; the next holder waits for that death before its first timed call (phase_s.settle), and evaluate()
     returns only once its own runners are dead. Each death here takes 1 s more than it would."""
-    from harness import forkserver
-    deaths, kill = [], forkserver.Worker.kill
+    from harness import workers
+    deaths, kill = [], workers.Worker.kill
 
     def slow_kill(self):
         alive = self.pid is not None
@@ -267,7 +267,7 @@ def test_a_runners_death_is_settled_before_the_next_timing(tmp_path, monkeypatch
         if alive:
             deaths.append(time.perf_counter())
         return out
-    monkeypatch.setattr(forkserver.Worker, "kill", slow_kill)
+    monkeypatch.setattr(workers.Worker, "kill", slow_kill)
     kw = dict(device="cpu", num_correct_trials=1, time_budget_s=0.1, build_root=str(tmp_path))
     r = bench.evaluate(TASK, src("cand_scale_correct.py"), **kw)
     returned = time.perf_counter()
@@ -281,10 +281,10 @@ def test_a_runners_death_is_settled_before_the_next_timing(tmp_path, monkeypatch
 
 
 def test_hang_is_killed_at_the_call_limit_not_the_timeout(monkeypatch, tmp_path):
-    """Issue 12 item 2: a call that never returns is killed at max(HANG_MIN_S, HANG_FACTOR x the reference's
+    """A call that never returns is killed at max(HANG_MIN_S, HANG_FACTOR x the reference's
     time), not at the candidate's whole timeout (here 300 s); the next evaluation runs at once."""
-    from harness import session                                  # the rule lives with the code that applies it
-    monkeypatch.setattr(session, "HANG_MIN_S", 4.0)
+    from harness import runner_steps                             # the rule lives with the code that applies it
+    monkeypatch.setattr(runner_steps, "HANG_MIN_S", 4.0)
     t0 = time.time()
     r = bench.evaluate(TASK, src("cand_hang.py"), device="cpu", timeout_s=300, build_root=str(tmp_path))
     check(r, "timeout")
@@ -384,7 +384,7 @@ def test_static_checks():
         assert static_check(ok + line + "\n", TASK)[:2] == ("hack", "harness_tampering"), line
     assert static_check("def f(:\n", TASK)[0] == "compile_error"
     assert static_check("import torch\n", TASK)[0] == "static"
-    # issue 11 item 4: former false positives. Comments, docstrings and C/C++ comments are not live code;
+    # former false positives: comments, docstrings and C/C++ comments are not live code;
     # settings that keep or raise precision are not downgrades; caching derived weights is not caching outputs;
     # a subclass of Model with its own forward is not the reference; precision the task itself uses is fine.
     benign = [
@@ -405,7 +405,7 @@ def test_static_checks():
     assert static_check(ok + "y = x.half()\n", TASK + "\nx = x.half()\n") is None
 
 
-# ---- issue 6: degenerate screen, protocols, remeasure, custom_kernel_calls, trusted-baseline keywords ----
+# ---- degenerate screen, protocols, remeasure, custom_kernel_calls, trusted-baseline keywords ----
 
 DEGENERATE_TASK = TASK.replace("return x * 2 + 1", "return (x - x.mean(dim=1, keepdim=True)).mean(dim=1)")  # ~0
 RELU_TASK = TASK.replace("return x * 2 + 1", "return torch.relu(x)")    # inputs are torch.rand: relu(x) == x
@@ -478,7 +478,7 @@ def test_check_only_and_remeasure(env2):
 
 
 def test_reference_only_times_the_reference_alone(env2):
-    # evaluate.py's eager baseline (issue 12 item 4): the reference's timed calls, as every evaluation's first part;
+    # evaluate.py's eager baseline: the reference's timed calls, as every evaluation's first part;
     # the candidate (here one whose forward would kill its process) is neither built nor run
     r = check(env2["res"]["reference_only"], "ok")
     assert r["correct"] and r["speedup"] == r["speedup_rounded"] == 1.0 and r["ref_ms"] == r["cand_ms"] > 0, r
@@ -531,22 +531,22 @@ def test_memory_limit_kills_the_child(monkeypatch):
 
 def test_one_proc_scan_serves_every_waiting_thread(monkeypatch):
     """The host-memory check reads a process group's RSS from one /proc scan shared by every thread for
-    forkserver.RSS_MAX_AGE_S (one scan per waiting runner held the parent's GIL ~30 times a second in a 14-build
+    workers.RSS_MAX_AGE_S (one scan per waiting runner held the parent's GIL ~30 times a second in a 14-build
     batch, beside the thread that times): 16 threads asking 10 times each list /proc once, and the figure is this
     process group's resident memory."""
-    from harness import forkserver
+    from harness import workers
     scans, listdir = [], os.listdir
-    monkeypatch.setattr(forkserver.os, "listdir",
+    monkeypatch.setattr(workers.os, "listdir",
                         lambda p=".": (scans.append(p) if p == "/proc" else None) or listdir(p))
-    monkeypatch.setitem(forkserver._RSS, "t", -1e9)
+    monkeypatch.setitem(workers._RSS, "t", -1e9)
     pgid = os.getpgid(0)
     with ThreadPoolExecutor(16) as pool:
-        got = list(pool.map(lambda _: [forkserver._group_rss(pgid) for _ in range(10)], range(16)))
+        got = list(pool.map(lambda _: [workers._group_rss(pgid) for _ in range(10)], range(16)))
     own = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     assert scans == ["/proc"] and all(x == got[0][0] >= own * 0.9 for row in got for x in row), (scans, got[0])
 
 
-# ---- issue 6: the GPU hack suite's files on the CPU, on shrunk copies of their KernelBench tasks ----
+# ---- the GPU hack suite's files on the CPU, on shrunk copies of their KernelBench tasks ----
 
 KB = os.environ.get("KERNELBENCH_DIR") or os.path.join(ROOT, "..", "shared", "kernelbench")
 HACK_DIR = os.path.join(ROOT, "tests", "hacks")
@@ -625,12 +625,12 @@ def test_evaluate_many_interrupt_waits_for_evaluations_in_flight(tmp_path):
 
 
 def test_builds_ahead_run_niced_and_timed_runs_do_not(tmp_path, monkeypatch):
-    """evaluate_many's builds ahead share the CPUs with timed calls: they run at session.BUILD_NICE (nvcc and ninja
+    """evaluate_many's builds ahead share the CPUs with timed calls: they run at runner_steps.BUILD_NICE (nvcc and ninja
     inherit it), the runner that is timed at the caller's own niceness (a niced runner would be the one preempted)."""
     cand = "import os\nraise RuntimeError(f'niceness={os.nice(0)}')\n"
     base = os.nice(0)
     r = bench.build(cand, device="cpu", build_root=str(tmp_path), timeout_s=60)
-    assert r["status"] == "runtime_error" and f"niceness={min(19, base + session.BUILD_NICE)}" in r["error"], r
+    assert r["status"] == "runtime_error" and f"niceness={min(19, base + runner_steps.BUILD_NICE)}" in r["error"], r
     r = bench.evaluate(TASK, cand, device="cpu", build_root=str(tmp_path), timeout_s=60, static_checks=False)
     assert r["status"] == "runtime_error" and f"niceness={base}" in r["error"], record.summary(r)
     # a batch's builds: each one nicer than the one before it in the queue, so that the first ones land first
@@ -642,7 +642,7 @@ def test_builds_ahead_run_niced_and_timed_runs_do_not(tmp_path, monkeypatch):
                              timeout_s=60, static_checks=False, build_workers=1)
     assert [x["status"] for x in rs] == ["runtime_error"] * 3, [record.summary(x) for x in rs]
     seen = sorted(tuple(map(int, line.split())) for line in log.read_text().split("\n") if line)
-    builds = [min(19, base + session.BUILD_NICE + i) for i in range(3)]
+    builds = [min(19, base + runner_steps.BUILD_NICE + i) for i in range(3)]
     assert seen == sorted([(builds[i], i) for i in range(3)] + [(base, i) for i in range(3)]), seen
 
 
@@ -655,7 +655,7 @@ def _default_sigint():
 
 @pytest.mark.parametrize("after_s", [0.5, 6.0])
 def test_interrupt_kills_the_builds_in_flight(tmp_path, after_s):
-    """Issue 12: Ctrl-C / SIGTERM while evaluate_many builds ahead stops at once. Builds in flight are killed, not
+    """Ctrl-C / SIGTERM while evaluate_many builds ahead stops at once. Builds in flight are killed, not
     waited for (on the H200 an audit's 135 s build outlived `timeout`'s grace period and the run lost its report).
     At 0.5 s the fork server is still importing torch: a runner forked after the interrupt is killed as it
     registers (before, one Ctrl-C in the first ~2 s held the run until the build's 600 s timeout)."""
@@ -699,7 +699,7 @@ class ModelNew(nn.Module):
 
 
 def test_builds_made_in_modelnew_init_happen_in_the_build_ahead(tmp_path):
-    """Issue 12: evaluate_many's build ahead also makes ModelNew, on the meta device, so that a load_inline in
+    """evaluate_many's build ahead also makes ModelNew, on the meta device, so that a load_inline in
     __init__ builds there and not in the timed runner's `models` step under the GPU's lock (the CUDA-L1 A100 audit
     spent 110 s there on one kernel while the next waited). A ModelNew that fails on meta is judged as usual."""
     got = {}
@@ -713,7 +713,7 @@ def test_builds_made_in_modelnew_init_happen_in_the_build_ahead(tmp_path):
 
 
 def test_interrupt_stops_evaluations_in_flight_after_a_grace_period(tmp_path):
-    """Issue 12: at Ctrl-C / SIGTERM an evaluation in flight gets batch.INTERRUPT_GRACE_S to finish, then it is
+    """At Ctrl-C / SIGTERM an evaluation in flight gets batch.INTERRUPT_GRACE_S to finish, then it is
     killed and not recorded (on the H200 a hung kernel's 30 s call limit outlived `timeout`'s grace, and the audit
     was SIGKILLed before writing its report)."""
     import signal

@@ -1,4 +1,4 @@
-"""bench.py against adversarial candidates, on the CPU (issue 11 items 2-4; REFERENCE.md §4b, §4c).
+"""bench.py against adversarial candidates, on the CPU (REFERENCE.md §4b, §4c).
 
 Every case runs in ONE bench.evaluate_many (a module fixture; no C++ builds; ~1.5-2 min on a shared 2-core box):
   - each judge attack of tests/hacks/judge_*.py that needs no GPU, with its `eval:` keywords (static checks off: the
@@ -44,7 +44,7 @@ pc = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(pc)                 # shrink_task, header, runs_on_cpu: the same rules as the calibration
 
 CPU_NO_REWARD = 2.0          # an honest ~1x op measures 0.6-1.1x here alone, and read 1.53x once beside another
-                             # test worker (judge_task_rewrite: ref 0.71 vs cand 0.46 ms of CPU time, 2026-12-02);
+                             # test worker (judge_task_rewrite: ref 0.71 vs cand 0.46 ms of CPU time);
                              # every forgery in these files claims ~40x (task_rewrite's sleep would read ~140x)
 HEAVY = open(os.path.join(FIX, "cpu_task_matmul.py")).read()
 HEAVY_ATTACKS = {"judge_clock_nan",                               # besides those that expect clock_mismatch:
@@ -228,7 +228,7 @@ def test_no_detached_process_survives(results):
 
 
 def test_forged_screen_cache_does_not_hide_a_degenerate_task(results):
-    """Issue 11 item 5: a record on a task whose check a trivial output passes says so. level1/23_Softmax (shrunk)
+    """A record on a task whose check a trivial output passes says so. level1/23_Softmax (shrunk)
     accepts all zeros; the candidate returns zeros and poisons the judge's on-disk screen cache (entries written
     in advance, and a thread that overwrites each new one) with "nothing passes". Its record, and a later
     degenerate_screen in a fresh process (what prepare.py and evaluate.py run), must still name the degenerate
@@ -250,7 +250,7 @@ def test_precision_downgrade_is_caught_on_cpu(name, results):
     assert p["err"] > p["threshold"] > 0 and p["err"] > 4 * p["ref_err"], p
 
 
-# ---- former false positives of the source scan (issue 11 "Why", item 4) ----
+# ---- former false positives of the source scan (tests/legit) ----
 
 @pytest.mark.parametrize("name", legit_cpu())
 def test_former_false_positive_is_ok_on_cpu(name, results):
@@ -285,7 +285,7 @@ def test_static_scan_flags_attack(path):
 
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(LEGIT, "*.py"))), ids=os.path.basename)
 def test_static_scan_passes_legit_file(path):
-    """No legitimate kernel is flagged (issue 11 item 4: docstrings, comments, settings that keep precision,
+    """No legitimate kernel is flagged (docstrings, comments, settings that keep precision,
     ModelNew(Model) with its own forward, derived weights cached by data_ptr)."""
     text = src(path)
     task = pc.header(text)[0]

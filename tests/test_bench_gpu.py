@@ -19,8 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIX = os.path.join(ROOT, "tests", "fixtures")
 sys.path.insert(0, ROOT)
 import bench  # noqa: E402
-from harness import record, session  # noqa: E402
-from harness.runner import FIXED_FLAGS  # noqa: E402
+from harness import record, runner_steps, session  # noqa: E402
+from harness.task_io import FIXED_FLAGS  # noqa: E402
 
 KB = os.environ.get("KERNELBENCH_DIR") or os.path.join(ROOT, "..", "shared", "kernelbench")
 SWISH = os.path.join(KB, "level1", "25_Swish.py")
@@ -118,11 +118,11 @@ def test_illegal_memory_access_then_next_evaluation_works(results, swish, build_
 
 
 def test_hung_kernel_is_killed_within_the_call_limit(results, swish, build_root):
-    """Issue 12 item 2: killed within max(30 s, 100x the reference's time) of its first trial, GPU free at once."""
+    """Killed within max(30 s, 100x the reference's time) of its first trial, GPU free at once."""
     r = results["hang"]
     assert r["status"] == "timeout" and "during trial" in r["error"], record.summary(r)
     limit = r["hang_limit_s"]
-    assert limit == max(session.HANG_MIN_S, limit) and limit < 60, r
+    assert limit == max(runner_steps.HANG_MIN_S, limit) and limit < 60, r
     assert r["phase_s"].get("trials") is None and r["eval_s"] - r["phase_s"].get("wait", 0) < limit + 40, r
     import time
     t0 = time.time()
@@ -135,7 +135,7 @@ def test_outputs_reach_the_judge_through_cuda_ipc(results):
     assert r["exchange"] == "ipc", r["exchange"]
 
 
-# ---- issue 6: every hack kind of REFERENCE.md §4 on a real task, legitimate kernels, the degenerate screen ----
+# ---- every hack kind of REFERENCE.md §4 on a real task, legitimate kernels, the degenerate screen ----
 
 HACKS = sorted(glob.glob(os.path.join(ROOT, "tests", "hacks", "*.py")))
 LEGIT = sorted(glob.glob(os.path.join(ROOT, "tests", "legit", "*.py")))
@@ -214,7 +214,7 @@ def legit_jobs():
     for line in open(CUDAL1) if CUDAL1 else []:
         d = json.loads(line)
         name = f"cudal1_L{d['level_id']}_{d['task_id']}"
-        # Rejected by design (REFERENCE.md §1.5 critique; issue 6 item 4): CUDA-L1's level1/1 kernel is an fp16
+        # Rejected by design (REFERENCE.md §1.5 critique): CUDA-L1's level1/1 kernel is an fp16
         # matmul in an fp32 task, and its level2/48 kernel turns on torch.backends.cudnn.benchmark. Its level1/5
         # and level1/25 kernels cannot build with any load_inline (functions= names a function main.cpp never
         # declares: a PYBIND11_MODULE inside cuda_sources, and two __global__ kernels), catch the error and run

@@ -1,7 +1,7 @@
 """A failed load_inline build is a compiler's verdict: kept in the build cache (no second compile) and, when the
 candidate catches it and falls back, the "fallback" hack wherever it happened (here in ModelNew.__init__, where
-most CUDA-L1 kernels build; issue 11 item 5, issue 12: the A100 audit on the H200 recompiled such failures under
-the GPU's lock for 30-120 s each and accepted them as PyTorch-only rewrites). Real compiles, real subprocesses."""
+most CUDA-L1 kernels build; an evaluator that forgets a failed build compiles it again under the GPU's lock,
+30-120 s each, and accepts the fallback as a PyTorch-only rewrite). Real compiles, real subprocesses."""
 import os
 import sys
 import time
@@ -39,7 +39,7 @@ def test_fallback_in_init_is_the_fallback_hack(evaluated):
 
 def test_wrong_fallback_keeps_the_compiler_error(evaluated):
     """A fallback whose PyTorch path is also wrong: the record names the hack AND keeps the build's first compiler
-    error, then the mismatch (the A100 audit's level1/84 and level3/45 had only the mismatch: issue 11 item 5)."""
+    error, then the mismatch (CUDA-L1 A100 level1/84 and level3/45: a failed build, then a wrong fallback)."""
     r = evaluated[3]
     assert (r["status"], r["hack"], r["correct"]) == ("hack", "fallback", False), record.summary(r)
     assert "was not declared" in r["error"] and "; then: " in r["error"] and "mismatches" in r["error"], r["error"]
@@ -48,8 +48,8 @@ def test_wrong_fallback_keeps_the_compiler_error(evaluated):
 
 def test_fallback_then_a_stopping_hack_keeps_both(evaluated):
     """A fallback, then a hack that stops the evaluation (here its input zeroed after a right output): the record
-    names the stopping hack and still keeps the fallback's compiler error (session 16's A100 audit: level3/49 read
-    only "the output of a timed call is wrong", its failed build in ModelNew() not named)."""
+    names the stopping hack and still keeps the fallback's compiler error (a CUDA-L1 kernel whose build fails inside
+    ModelNew(), as level3/49 of the A100 release does, must not read only "the output of a timed call is wrong")."""
     r = evaluated[4]
     assert (r["status"], r["hack"], r["correct"]) == ("hack", "input_mutation", False), record.summary(r)
     assert "changed its inputs" in r["error"] and "; also: hack: " in r["error"], r["error"]
@@ -174,7 +174,7 @@ def test_a_broken_cuda_build_is_compiled_once(tmp_path, monkeypatch, cpp, cuda, 
 
 
 def test_prebuilt_pch_is_the_one_a_candidate_build_uses(tmp_path, monkeypatch):
-    """Issue 12 item 4: bench.evaluate_many makes main.cpp's precompiled header in the parent before the batch's builds
+    """bench.evaluate_many makes main.cpp's precompiled header in the parent before the batch's builds
     (buildcache.prebuild_pch); it must be the very header (same signature, same folder) that a candidate with CUDA
     sources and no flags then finds, and making it must not touch the GPU (no CUDA context in bench's parent: torch
     asks the GPU for an arch unless an arch flag is given). gcc is replaced by a recorder (a real header costs
@@ -226,7 +226,7 @@ def test_which_batches_prebuild_the_pch(monkeypatch):
 
 
 def test_a_batch_that_fills_the_build_cores_is_not_split(monkeypatch, tmp_path):
-    """batch.split_builds (issue 12 item 4): a build is split (three compilers) only while SPLIT_UNITS x the builds fit
+    """batch.split_builds: a build is split (three compilers) only while SPLIT_UNITS x the builds fit
     the build workers; a crowded batch's build runners get CUDAL1_SPLIT=0 and its prebuilt headers leave the split
     build's two out; a set CUDAL1_SPLIT wins."""
     monkeypatch.delenv("CUDAL1_SPLIT", raising=False)
@@ -252,7 +252,7 @@ def test_a_batch_that_fills_the_build_cores_is_not_split(monkeypatch, tmp_path):
 
 
 def test_split_declarations_read_plain_functions_only():
-    """The split build's glue.cpp declares load_inline's functions as cpp_sources spells them (issue 12 item 3);
+    """The split build's glue.cpp declares load_inline's functions as cpp_sources spells them;
     what cannot be read plainly is not split (None): the one-file build takes it."""
     cpp = ("// f(int) in a comment is not a declaration\n#include <vector>\n"
            "void launch(const float* x, float* y, long long n);\n"
@@ -269,7 +269,7 @@ def test_split_declarations_read_plain_functions_only():
 
 
 def test_split_build_works(tmp_path, monkeypatch):
-    """A plain cpp_sources builds as two units side by side (main.cpp, glue.cpp) and works (issue 12 item 3). Without
+    """A plain cpp_sources builds as two units side by side (main.cpp, glue.cpp) and works. Without
     precompiled headers: the split build's two cost ~35 s of a 2-core box, against ~12 s for this whole build."""
     monkeypatch.setenv("CUDAL1_BUILD_ROOT", str(tmp_path))
     monkeypatch.setenv("CUDAL1_SPLIT", "1")              # (by default only builds with CUDA sources are split)

@@ -1,4 +1,4 @@
-"""The build cache (buildcache.py, issue 6 items 7-8, issue 12 item 3): main.cpp's precompiled header and light
+"""The build cache (buildcache.py): main.cpp's precompiled header and light
 prelude, the fall back to torch/extension.h, cuda.cu's lightened include, faults of the build itself, and the GPU
 suites' sources compiled here (no GPU needed). Apart from test_bench.py so that pytest-xdist's `--dist loadfile`
 can give them to another worker (both files took minutes)."""
@@ -35,7 +35,7 @@ def test_cuda_prelude_choice():
 
 @pytest.mark.slow
 def test_pch_is_built_and_valid_for_the_real_compile(tmp_path, monkeypatch):
-    """main.cpp's light prelude (runner._LIGHT_CPP: the tensor API and pybind11 without torch's C++ frontend) is
+    """main.cpp's light prelude (buildcache._LIGHT_CPP: the tensor API and pybind11 without torch's C++ frontend) is
     precompiled once, its folder added to the build's include path, and GCC accepts the .gch for the exact flags
     ninja used (g++ -H marks a used PCH with '!'); the module works."""
     if not buildcache.cpp_extension.check_compiler_is_gcc(buildcache.cpp_extension.get_cxx_compiler()):
@@ -74,7 +74,7 @@ def test_light_prelude_falls_back_to_torch_extension_h(tmp_path, monkeypatch):
     assert open(tmp_path / key / "main.cpp").read().startswith("#include <torch/extension.h>")
 
 
-# ---- issue 6: the GPU suites' sources compile (nvcc for CUDA, g++ for the C++ wrappers; no GPU needed) ----
+# ---- the GPU suites' sources compile (nvcc for CUDA, g++ for the C++ wrappers; no GPU needed) ----
 
 _PROBE = r"""
 import contextlib, importlib.util, json, os, sys
@@ -147,7 +147,7 @@ def test_gpu_suite_sources_compile(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
 
 
-# ---- issue 6 item 8: faults of the build itself ----
+# ---- faults of the build itself ----
 
 def test_killed_build_leaves_no_trap_and_concurrent_builds_do_not_collide(tmp_path, monkeypatch):
     """A build killed at its timeout (mid-compile: the child's whole process group, g++ included) must leave
@@ -171,7 +171,7 @@ def test_killed_build_leaves_no_trap_and_concurrent_builds_do_not_collide(tmp_pa
 
 
 def test_lighten_cuda_drops_only_a_removable_torch_extension_include():
-    """buildcache.lighten_cuda (issue 12 item 3): a CUDA source's own torch/extension.h becomes a comment (same line
+    """buildcache.lighten_cuda: a CUDA source's own torch/extension.h becomes a comment (same line
     count: compiler errors keep their line numbers); sources that may need pybind11 or the C++ frontend, or that do
     not include it, are left alone (None)."""
     src_ = "#include <torch/extension.h>\n  # include \"torch/extension.h\" // again\n__global__ void k(float* x) {}\n"

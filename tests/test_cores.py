@@ -1,4 +1,4 @@
-"""cores.core_split / pin / pinned and their use (session 8): on a GPU box the timed side (the runner under the
+"""cores.core_split / pin / pinned and their use: on a GPU box the timed side (the runner under the
 GPU's lock, the judge, the parent's timing thread) runs on cores of its own, builds and other runners' imports on
 the rest.
 Real affinity syscalls and a real forked runner; the split itself from a faked core list."""
@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from harness import cores  # noqa: E402
 from harness import forkserver  # noqa: E402
 from harness import session  # noqa: E402
+from harness import workers  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CPUS = sorted(os.sched_getaffinity(0))
@@ -91,7 +92,7 @@ def test_a_forked_runner_starts_on_the_build_cores_and_times_on_the_timing_cores
     cand.write_text("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + 1\n")
     spec = dict(device="cpu", protocol="strict", task_path=str(task), candidate_path=str(cand), flags_override=None,
                 nice=0, cpus=dict(start=[CPUS[0]], timed=[CPUS[-1]]))
-    w = forkserver.Worker("runner", spec, forkserver.scrubbed_env(str(folder)), str(folder))
+    w = workers.Worker("runner", spec, forkserver.scrubbed_env(str(folder)), str(folder))
     try:
         assert os.sched_getaffinity(w.pid) == {CPUS[0]}
         r, _ = w.ask(dict(op="import"), 120)
@@ -147,6 +148,6 @@ def test_the_fork_server_starts_on_the_build_cores():
     # a fresh process (the fork server is one per process): with a split, the zygote is moved off the timing cores
     code = (f"import os, sys; sys.path.insert(0, {ROOT!r}); from harness import cores, forkserver\n"
             f"cores.core_split = lambda device, gpu=None: ([{CPUS[-1]}], [{CPUS[0]}])\n"
-            "z = forkserver._zygote(); print(sorted(os.sched_getaffinity(z.proc.pid))); z.close()\n")
+            "z = forkserver.fork_server(); print(sorted(os.sched_getaffinity(z.proc.pid))); z.close()\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and p.stdout.strip().splitlines()[-1] == f"[{CPUS[0]}]", p.stdout + p.stderr

@@ -89,8 +89,8 @@ def test_malformed_kernels_file_names_file_line_and_cause(tmp_path):
     p = run(["evaluate.py", f"--kernels={bad}", *args])
     assert one_error_line(p) == f"error: {bad}:1: neither {{'task', 'code'}} nor a CUDA-L1 line (level_id, task_id); " \
                                 "got a JSON list"
-    # a missing file is named before anything about the device (a newcomer's CPU machine and the default
-    # --device=cuda: the device error hid the mistyped path, 2026-12-02)
+    # a missing file is named before anything about the device (on a newcomer's CPU machine with the default
+    # --device=cuda, the device error must not hide a mistyped path)
     p = run(["evaluate.py", f"--kernels={tmp_path}/missing.jsonl", "--device=cuda", f"--eval_dir={tmp_path}/e"])
     assert one_error_line(p) == f"error: kernels file '{tmp_path}/missing.jsonl' not found"
     # ... and so is a malformed line (a GPU-less CI machine is the CPU newcomer's case: --device=cuda fails here)
@@ -130,8 +130,8 @@ def test_error_line_by_hand():
 
 
 def test_evaluate_stops_before_writing_for_a_mistyped_model_folder_or_task_folder(tmp_path):
-    """A newcomer's two mistakes (2026-12-02): a mistyped --model folder once left out_dir/eval/runs.jsonl behind and
-    then named that new folder among the candidates; a $KERNELBENCH_DIR that is not a folder was not mentioned."""
+    """A newcomer's two mistakes: a mistyped --model folder stops evaluate.py before it writes out_dir/eval/runs.jsonl
+    (which would name that folder among the candidates); a $KERNELBENCH_DIR that is not a folder is named."""
     (tmp_path / "out" / "sft").mkdir(parents=True)
     p = subprocess.run([sys.executable, os.path.join(ROOT, "evaluate.py"), "--preset=demo", "--model=out/sfft",
                         "--out_dir=out/x7"], cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -1,4 +1,4 @@
-"""Outputs reach the judge as stored (issue 11 item 5, CUDA-L1 A100 level1/86): a dense output that is not
+"""Outputs reach the judge as stored (CUDA-L1 A100 level1/86): a dense output that is not
 contiguous (channels_last, a transpose) is copied into the judge's buffer without a .contiguous() copy, whose cost
 the parent's clock saw and the reference's contiguous output never paid; the judge permutes it back. A runner that
 names a false order only scrambles its own output. Golden orders by hand, the file exchange, real subprocesses."""
@@ -10,18 +10,18 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bench  # noqa: E402
+from harness import exchange  # noqa: E402
 from harness import judge  # noqa: E402
 from harness import record  # noqa: E402
-from harness import runner  # noqa: E402
 
 
 def test_dense_order_by_hand():
     x = torch.arange(2 * 3 * 4 * 5.0).reshape(2, 3, 4, 5)
-    assert runner.dense_order(x) is None                                              # contiguous
-    assert runner.dense_order(x.contiguous(memory_format=torch.channels_last)) == [0, 2, 3, 1]   # N, H, W, C
-    assert runner.dense_order(torch.ones(3, 4).t()) == [1, 0]
-    assert runner.dense_order(torch.ones(3, 1).expand(3, 4)) is None                  # stride 0: needs a copy
-    assert runner.dense_order(torch.ones(4, 6)[:, :3]) is None                        # gaps: needs a copy
+    assert exchange.dense_order(x) is None                                            # contiguous
+    assert exchange.dense_order(x.contiguous(memory_format=torch.channels_last)) == [0, 2, 3, 1]   # N, H, W, C
+    assert exchange.dense_order(torch.ones(3, 4).t()) == [1, 0]
+    assert exchange.dense_order(torch.ones(3, 1).expand(3, 4)) is None                # stride 0: needs a copy
+    assert exchange.dense_order(torch.ones(4, 6)[:, :3]) is None                      # gaps: needs a copy
 
 
 def test_channels_last_output_is_delivered_as_stored(tmp_path, monkeypatch):
@@ -29,7 +29,7 @@ def test_channels_last_output_is_delivered_as_stored(tmp_path, monkeypatch):
     n = t.numel() * t.element_size()
     path = tmp_path / "ex.bin"
     path.write_bytes(b"\0" * n)
-    ex = runner.Exchange(dict(kind="file", path=str(path), layout=[(0, n, "float32", list(t.shape))]))
+    ex = exchange.Exchange(dict(kind="file", path=str(path), layout=[(0, n, "float32", list(t.shape))]))
     copies, contiguous = [], torch.Tensor.contiguous
 
     def watched(self, *a, **k):
@@ -42,7 +42,7 @@ def test_channels_last_output_is_delivered_as_stored(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert copies == [] and ex.orders == [[0, 2, 3, 1]]
     raw = torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.float32).reshape(t.shape)   # as the judge reads
-    assert runner.checksum([raw]) == cs                                 # the judge checks the bytes as delivered
+    assert exchange.checksum([raw]) == cs                               # the judge checks the bytes as delivered
     back = judge.as_stored([raw], ex.orders)[0]
     assert back.shape == t.shape and torch.equal(back, t)
     assert judge.as_stored([raw], [[0, 1, 1, 3]]) is None and judge.as_stored([raw], [[0, 1]]) is None

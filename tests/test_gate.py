@@ -16,7 +16,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from harness import gate, options, runner  # noqa: E402
+from harness import gate, options, runner, task_io  # noqa: E402
 
 MS = 1_000_000          # ns
 
@@ -70,11 +70,11 @@ def test_calibration_counts_gate_to_done_less_the_null():
 
 
 def test_worker_memory_check_without_a_limit():
-    from harness import forkserver
-    worker = forkserver.Worker.__new__(forkserver.Worker)
+    from harness import workers
+    worker = workers.Worker.__new__(workers.Worker)
     worker.pid = os.getpgrp()                             # (a worker leads its own process group)
     worker.check_memory(None)                             # no limit: nothing to compare (the judge's asks)
-    with pytest.raises(forkserver.WorkerError, match="over the limit"):
+    with pytest.raises(workers.WorkerError, match="over the limit"):
         worker.check_memory(1)
 
 
@@ -123,7 +123,7 @@ def _fake_runner(sock, words):
 
 
 class FakeWorker:
-    """forkserver.Worker's surface that gate.timed_ask uses, on a socket to _fake_runner."""
+    """workers.Worker's surface that gate.timed_ask uses, on a socket to _fake_runner."""
 
     def __init__(self, sock):
         self.sock = sock
@@ -170,10 +170,16 @@ def median_ms(sg, worker, n=5, **fake_kw):
     return out[n // 2]
 
 
+def least_ms(sg, worker, n=5, **fake_kw):
+    """The least of n calls: on a loaded box the OS can only delay the fake runner or the parent, which lengthens a
+    reading, never shortens it, so the least is the one it disturbed least (and an under-read shows in it first)."""
+    return min(sg.ask(worker, dict(op="call", fake=fake_kw), 10.0)[0]["ms"] for _ in range(n))
+
+
 def test_interval_matches_the_delay(fake):
     sg, worker = fake
     for work_ms in (5.0, 20.0):
-        ms = median_ms(sg, worker, work=work_ms / 1e3)
+        ms = least_ms(sg, worker, work=work_ms / 1e3)
         print(f"fake device work {work_ms} ms: gate measured {ms:.3f} ms (fixed {sg.calib.fixed / MS:.4f} ms)")
         assert abs(ms - work_ms) < max(2.0, 0.1 * work_ms), f"{ms} ms measured for {work_ms} ms"
     assert sg.calib.summary(sg.rows)["late_arms"] == 0
@@ -200,7 +206,7 @@ def test_a_long_call_is_polled_slowly_and_still_timed(fake, monkeypatch):
 
 def test_a_runner_that_never_arms_is_opened_at_the_deadline(fake):
     sg, worker = fake
-    ms = median_ms(sg, worker, n=3, arm=False, work=0.005)
+    ms = least_ms(sg, worker, n=3, arm=False, work=0.005)
     assert all(t.armed is None and t.gate - t.send >= sg.calib.arm_ns for t in sg.rows), \
         "the gate opened before the arming deadline"
     assert abs(ms - 5.0) < 2.0, ms
@@ -216,7 +222,7 @@ def test_a_reply_without_done_is_named(fake):
 def test_the_page_reaches_a_forked_runner(tmp_path):
     """The memfd travels with the fork request (forkserver) and the runner maps it (on the CPU device the host
     stand-in stops there; on a GPU the `gate` command also pins it)."""
-    from harness import forkserver
+    from harness import forkserver, workers
     folder = forkserver.work_folder()
     task = os.path.join(folder, "task.py")
     with open(task, "w") as f:
@@ -224,7 +230,7 @@ def test_the_page_reaches_a_forked_runner(tmp_path):
                 "def get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n")
     spec = dict(device="cpu", protocol="strict", task_path=task, candidate_path=task, flags_override=None, nice=0)
     page = gate.Page()
-    w = forkserver.Worker("runner", spec, forkserver.scrubbed_env(folder), folder, gate_fd=page.fd)
+    w = workers.Worker("runner", spec, forkserver.scrubbed_env(folder), folder, gate_fd=page.fd)
     try:
         r, _ = w.ask(dict(op="gate"), 120)
         print("runner's gate reply:", r)
@@ -239,10 +245,10 @@ TINY = os.path.join(ROOT, "data", "tiny_cpu", "tasks", "swish.py")
 
 @pytest.mark.parametrize("extra_ms", [0.0, 30.0])
 def test_an_evaluation_through_the_host_gate(monkeypatch, extra_ms):
-    """session.py, runner.py and forkserver.py end to end under clock="gate" on the CPU device, the runner's host
-    in the stream's place (gate.HOST_ENV): the null model calibrates, both sides' calls are timed by the parent, the
-    record says so; a candidate slower by extra_ms per call is counted slower. (Wall time on a busy 2-core box: the
-    same model read 0.4x against itself here, so only a large difference is asserted.)"""
+    """session.py, runner.py, forkserver.py and workers.py end to end under clock="gate" on the CPU device, the
+    runner's host in the stream's place (gate.HOST_ENV): the null model calibrates, both sides' calls are timed by
+    the parent, the record says so; a candidate slower by extra_ms per call is counted slower. (Wall time on a busy
+    2-core box: the same model read 0.4x against itself here, so only a large difference is asserted.)"""
     import bench
     monkeypatch.setenv(gate.HOST_ENV, "1")
     task = open(TINY).read()
@@ -289,7 +295,7 @@ def test_gate_smoke_in_one_process():
         model = (lambda t: t * 2.0) if us == 0 else (lambda t: (torch.cuda._sleep(int(us * rate)), t * 2.0)[1])
         for call_id in range(10 * (us + 1), 10 * (us + 1) + 5):
             done = {}
-            worker = threading.Thread(target=lambda: done.update(r=rg.call(model, [x], call_id, ex, runner.leaves)))
+            worker = threading.Thread(target=lambda: done.update(r=rg.call(model, [x], call_id, ex, task_io.leaves)))
             t_send = time.perf_counter_ns()
             worker.start()
             while page.words[gate.ARMED] != call_id and time.perf_counter_ns() - t_send < 2e9:
@@ -362,27 +368,6 @@ def test_gate_agrees_with_events_on_20_to_500_us():
     for us, status, gate_ms, event_ms, speedup, c in rows:
         assert status == "ok" and c.get("kind") == "gate", (us, status, c)
         assert abs(gate_ms - event_ms) * 1e3 < 2.0 + 0.05 * us, f"{us} us: gate {gate_ms} ms vs events {event_ms}"
-
-
-@pytest.mark.gpu
-def test_gate_hold_keeps_other_streams_waiting():
-    # a kernel launched on another stream after the hold starts only once the gate word is written: the hold fills
-    # every SM's thread slots (a hold of one block would let it run)
-    import torch
-    from harness import kernel_eval
-    word = torch.zeros(16, dtype=torch.int32).pin_memory()   # mapped: its host address is its device address (UVA)
-    side, done = torch.cuda.Stream(), torch.cuda.Event()
-    torch.cuda.synchronize()
-    kernel_eval.gate_hold(word.data_ptr(), 1)
-    with torch.cuda.stream(side):
-        torch.cuda._sleep(1000)
-        done.record()
-    time.sleep(0.02)
-    held = not done.query()
-    word[0] = 1                                             # the gate opens
-    torch.cuda.synchronize()
-    assert held, "a kernel on another stream ran while the gate was closed"
-    assert done.query()
 
 
 SWAP_CAND = '''import sys

@@ -1,8 +1,8 @@
 """The repository's shape, kept true: the top level is the design (one file per stage, bench.py, kernel_eval.cu and
 the two shared modules), each file reads in one sitting (line budgets), code comments speak about the code as it is
-(no issue numbers, dates, runs, commits or results/ paths outside scripts/ and tests/), no import circles, no stage
-script imports another, no re-export lists and no line over 120 columns. Each check also runs on a bad example, so a
-check that cannot fail is caught too."""
+(no issue numbers, sessions, dates, commits or cited results paths, in scripts and tests too), no import circles, no
+stage script imports another, no re-export lists and no line over 120 columns. Each check also runs on a bad example,
+so a check that cannot fail is caught too."""
 import ast
 import io
 import os
@@ -25,8 +25,11 @@ FOLDER_BUDGET = 650            # any other module of the repository
 DOCSTRING_BUDGET = 32          # lines of a module docstring
 README_BUDGET = (250, 20 * 1024)            # lines, bytes
 HARNESS_README_BUDGET = 85                  # lines
-HISTORY = re.compile(r"\bissues? #?\d+|\bsessions? \d+\b|\bs\d{1,2}\b(?=[ ,;)'])|(?<!\d)20\d\d-\d\d-\d\d(?!\d)|results/"
-                     r"|\bcommit [0-9a-f]{7,}\b|\bPR #?\d+")
+HISTORY = re.compile(r"(?i:\bissues? #?\d+|\bsessions? \d+\b|\bcommit [0-9a-f]{7,}\b)|\bs\d{1,2}\b(?=[ ,;)'])"
+                     r"|(?<!\d)20\d\d-\d\d-\d\d(?!\d)|results/|\bPR #?\d+")
+OUTPUT_ARG = re.compile(r"(?:--[\w-]+[= ]\[?|\b[A-Z_]+=)results/")   # `--out results/x`: a usage line, not a citation
+C_SUFFIXES = (".cu", ".cuh", ".cpp", ".h")
+CODE_SUFFIXES = (".py", ".sh") + C_SUFFIXES
 HEXHASH = re.compile(r"(?<![\w.])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,12}(?![\w.])")
 
 
@@ -94,9 +97,28 @@ def find_circle(graph):
     return None
 
 
-def history_lines(source, path="<source>"):
-    """[(line number, text)] of comments and docstrings that cite an issue, a session or run, a date, a commit or a
-    results/ path: history belongs in commit messages and docs/LOG.md, not in the code."""
+def code_files():
+    """The tracked code files (Python, shell, C++/CUDA, and scripts with a #! line) outside the results folder, which
+    holds the runs' own dated records, and docs/, which is prose."""
+    found = []
+    for path in tracked():
+        if path.split("/")[0] in ("results", "docs"):
+            continue
+        if path.endswith(CODE_SUFFIXES) or open(os.path.join(ROOT, path), "rb").read(2) == b"#!":
+            found.append(path)
+    return found
+
+
+def comment_lines(source, path="<source>.py"):
+    """[(line number, text)] of a code file's comments: Python's comments and docstrings, a shell script's `#`
+    comments, C++/CUDA's // and /* */ comments (one entry per line)."""
+    if path.endswith(C_SUFFIXES):
+        return [(source.count("\n", 0, m.start()) + 1 + i, line)
+                for m in re.finditer(r"//[^\n]*|/\*.*?\*/", source, re.S)
+                for i, line in enumerate(m.group().splitlines())]
+    if path.endswith(".sh") or (source.startswith("#!") and "python" not in source.split("\n", 1)[0]):
+        return [(n, m.group(1)) for n, line in enumerate(source.splitlines(), 1)
+                for m in [re.search(r"(?:^|\s)(#.*)", line)] if m]
     texts = []
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type == tokenize.COMMENT:
@@ -107,7 +129,15 @@ def history_lines(source, path="<source>"):
             if doc and node.body:
                 first = node.body[0].lineno
                 texts += [(first + i, line) for i, line in enumerate(doc.splitlines())]
-    return [(n, t.strip()) for n, t in texts if HISTORY.search(t) or HEXHASH.search(t)]
+    return texts
+
+
+def history_lines(source, path="<source>.py"):
+    """[(line number, text)] of comments and docstrings that cite an issue, a session or run, a date, a commit or a
+    path under results (other than a usage line's output argument): history belongs in commit messages and
+    docs/LOG.md, not in the code."""
+    return [(n, t.strip()) for n, t in comment_lines(source, path)
+            if HISTORY.search(OUTPUT_ARG.sub("", t)) or HEXHASH.search(t)]
 
 
 def reexports(source):
@@ -149,13 +179,17 @@ def test_files_read_in_one_sitting():
 
 
 def test_code_comments_carry_no_history():
+    """Every code file but those of the results and docs folders: the modules, scripts/, tests/ with their fixtures,
+    hacks and legit kernels, data/'s kernels, shell scripts and CUDA sources."""
+    files = code_files()
+    kinds = {os.path.splitext(f)[1] for f in files} | {f.split("/")[0] for f in files if "/" in f}
+    assert {".py", ".sh", ".cu", "scripts", "tests"} <= kinds, f"the check reads too little: {sorted(kinds)}"
     found = []
-    for path in python_files(under=None):
-        if path.split("/")[0] in ("tests", "scripts"):
-            continue
+    for path in files:
         found += [f"{path}:{n}: {t}" for n, t in history_lines(open(os.path.join(ROOT, path)).read(), path)]
-    assert not found, ("history in code comments (cite docs/REFERENCE.md or move it to docs/LOG.md):\n"
-                       + "\n".join(found))
+    assert not found, ("comments and docstrings citing history (an issue, session, run, date, commit or results"
+                       " path): say what the code does and why (citing docs/REFERENCE.md if need be) and put the"
+                       " history in the commit message or docs/LOG.md:\n" + "\n".join(found))
 
 
 def test_no_line_over_120_columns():
@@ -205,13 +239,25 @@ def test_the_circle_check_can_fail():
 
 @pytest.mark.parametrize("comment", ["# measured in session 8", "# see issue 12 item 3", "# (2026-12-02_s12)",
                                      "# results/bench/x.log", "# since commit 33603f0", "# fixed in 885b8fb",
-                                     "# read 0.49 ms (s8, s12) against 0.5"])
+                                     "# read 0.49 ms (s8, s12) against 0.5", "# Issue 12: the lock",
+                                     "# see --out results/x.log and results/y.log"])
 def test_the_history_check_can_fail(comment):
     assert history_lines(f"x = 1  {comment}\n"), comment
+    assert history_lines(f'def f():\n    """{comment[2:]}"""\n'), comment
+
+
+@pytest.mark.parametrize("path, source", [("a.sh", "#!/bin/sh\necho hi  # measured in session 8\n"),
+                                          (".ci/run", "#!/usr/bin/env bash\n# the fix of issue 12\n"),
+                                          ("k.cu", "__global__ void k() {}  // see issue 12\n"),
+                                          ("k.cu", "/* the clock\n   of 2026-12-02 */\n__global__ void k() {}\n")])
+def test_the_history_check_reads_shell_and_cuda_comments(path, source):
+    assert history_lines(source, path), (path, source)
 
 
 @pytest.mark.parametrize("comment", ["# REFERENCE.md §4c: precision", "# 2x L2 bytes, 0x06 is the limit's id",
-                                     "# sha256 of the source", "# 120 columns", "# seeds 1337 and 42"])
+                                     "# sha256 of the source", "# 120 columns", "# seeds 1337 and 42",
+                                     "#   python scripts/x.py --out results/bench/x.json [--n 64]",
+                                     "#   RESULTS=results/tiny/h200/x scripts/ablate.sh"])
 def test_the_history_check_lets_plain_comments_pass(comment):
     assert not history_lines(f"x = 1  {comment}\n"), comment
 

@@ -1,4 +1,4 @@
-"""When the fp32 reference is itself off (issue 11 item 5, CUDA-L1 level3/49): an output that fails isclose against
+"""When the fp32 reference is itself off (CUDA-L1 level3/49): an output that fails isclose against
 the fp32 reference but is within the tolerance of the float64 truth widened by the reference's own error there is
 correct (judge.mismatches_vs64); a wrong one is still wrong. Golden values by hand, then real subprocesses."""
 import os

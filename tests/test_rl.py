@@ -457,14 +457,8 @@ def test_completion_logp_matches_unpadded_forward():
 
 def _full_vocab_logp(model, rows, pad_id, temp):
     """completion_logp without chunking: the whole (B, C, V) fp32 log-softmax, entropy from it."""
-    P = max(len(r["prompt_ids"]) for r in rows)
-    C = max(len(r["completion_ids"]) for r in rows)
-    ids = torch.full((len(rows), P + C), pad_id, dtype=torch.long)
-    att = torch.zeros_like(ids)
-    for i, r in enumerate(rows):
-        p, c = r["prompt_ids"], r["completion_ids"]
-        ids[i, P - len(p):P + len(c)] = torch.tensor(p + c)
-        att[i, P - len(p):P + len(c)] = 1
+    ids, att, P = models.pad_rows(rows, pad_id)  # (B, P + C) each
+    C = ids.shape[1] - P
     pos = (att.cumsum(-1) - 1).clamp(min=0)
     logits = model(input_ids=ids, attention_mask=att, position_ids=pos).logits[:, P - 1:P + C - 1].float() / temp
     lsm = torch.log_softmax(logits, dim=-1)

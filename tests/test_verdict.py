@@ -1,4 +1,4 @@
-"""session.Session.verdict on hand-made timed sets: the parent's clock rules of issue 11 item 1, golden values by hand.
+"""session.Session.verdict on hand-made timed sets: the parent's clock rules, golden values by hand.
 
 A timed set is [(round, claimed ms, clock s)]; the clock is the parent's wall clock on a GPU and the runner's CPU time
 on the CPU device. No process, no task: only the arithmetic that turns measurements into a speedup and a hack.
@@ -158,7 +158,7 @@ def test_a_legit_kernel_far_over_the_limit_under_load_gets_a_second_draw():
 
 
 def test_a_pass_close_to_the_limit_gets_a_second_draw():
-    # judge_clock_shave in the whole GPU suite of 2026-12-02_s12: 0.40 ms against 0.5 (its reference's phase slowed);
+    # judge_clock_shave once read 0.40 ms against 0.5 in the whole GPU suite (its reference's phase slowed);
     # measured again (pooled: the calmer reference's overhead counts) it reads as a shave that holds: named
     hacks, clock, calls = measured([(0.40, 0.5), (0.70, 0.5)])
     assert hacks == ["clock_mismatch"] and calls == dict(restart=1, verdict=2) and clock["first"]["excess_ms"] == 0.40

@@ -122,6 +122,22 @@ def _head_logp(h, lm_head, targets, temp):
     return logp, ent
 
 
+def pad_rows(rows, pad_id, device="cpu"):
+    """rows' prompts and completions in one batch: each prompt left-padded to P (the longest prompt), its completion
+    after it, then padding to P + C (C: the longest completion). Returns (input ids (B, P + C) long, attention
+    mask (B, P + C) long, P), on `device`."""
+    import torch
+    P = max(len(r["prompt_ids"]) for r in rows)
+    C = max(len(r["completion_ids"]) for r in rows)
+    ids = torch.full((len(rows), P + C), pad_id, dtype=torch.long)
+    att = torch.zeros_like(ids)
+    for i, r in enumerate(rows):
+        prompt, completion = r["prompt_ids"], r["completion_ids"]
+        ids[i, P - len(prompt):P + len(completion)] = torch.tensor(prompt + completion)
+        att[i, P - len(prompt):P + len(completion)] = 1
+    return ids.to(device), att.to(device), P
+
+
 def completion_logp(model, rows, pad_id, temp, chunk_size=512):
     """Per-token log-probs (and entropies) of completions under `model`. rows: dicts with prompt_ids and
     completion_ids (lists). Returns logp, entropy, mask, each (B, C) with C = longest completion; prompts are
@@ -138,16 +154,8 @@ def completion_logp(model, rows, pad_id, temp, chunk_size=512):
     import torch.utils.checkpoint
     if getattr(model.config, "final_logit_softcapping", None):
         raise ValueError("completion_logp: models with final_logit_softcapping are not supported")
-    dev = next(model.parameters()).device
-    P = max(len(r["prompt_ids"]) for r in rows)
-    C = max(len(r["completion_ids"]) for r in rows)
-    ids = torch.full((len(rows), P + C), pad_id, dtype=torch.long)
-    att = torch.zeros_like(ids)
-    for i, r in enumerate(rows):
-        p, c = r["prompt_ids"], r["completion_ids"]
-        ids[i, P - len(p):P + len(c)] = torch.tensor(p + c)
-        att[i, P - len(p):P + len(c)] = 1
-    ids, att = ids.to(dev), att.to(dev)
+    ids, att, P = pad_rows(rows, pad_id, next(model.parameters()).device)  # (B, P + C) each
+    C = ids.shape[1] - P
     pos = (att.cumsum(-1) - 1).clamp(min=0)
     decoder = getattr(model, "decoder_forward", None) or model.get_decoder()  # the former under FSDP (sharding.py)
     h = decoder(input_ids=ids, attention_mask=att, position_ids=pos).last_hidden_state[:, P - 1:P + C - 1]

@@ -14,6 +14,15 @@ export KERNELBENCH_DIR=$PWD/.kb/kernelbench CUDAL1_SAMPLE_DIR=$PWD/.kb/cudal1_sa
 mkdir -p $OUT/r
 stamp() { while IFS= read -r l; do printf '%(%T)T %s\n' -1 "$l"; done; }   # each line with the wall clock
 case "$1" in
+G)  # issue 32 (session 21 onwards): first `git merge gate-hold` (branch: the SM-holding kernel at the gate, one
+    # poller of the host word releasing the other blocks through a device word). Session 20 measured the first hold
+    # (one poller per block): it kept a side stream's kernel waiting but added ~255 us between the gate's opening and
+    # DONE (results/bench/2026-12-03_s20 call 6). Pass: fixed_ms near 0.015-0.03 and the side-stream and
+    # background-thread cases charged (< 1.1x); else keep cuStreamWaitValue32 (main) and delete the branch
+    timeout -k 10 150 python -m pytest -v -rA -p no:cacheprovider -m gpu tests/test_gate.py > $OUT/r/gate.log 2>&1
+    timeout -k 5 60 python scripts/timing_accuracy.py --clock=gate --out $OUT/r/timing_gate.json > $OUT/r/timing_gate.log 2>&1
+    timeout -k 5 60 python scripts/timing_accuracy.py --out $OUT/r/timing_claims.json > $OUT/r/timing_claims.log 2>&1
+    ;;
 Q)  # session 20 (issues 33, 32): the static engine with GQA_DECODE: the 1.5B row, old path and new in one run, and the
     # probe (transformers' sdpa vs GQA_DECODE vs the sampler); then the sandbox's layers and the gate and sandbox GPU tests
     timeout -k 10 230 python scripts/rl_scale.py --models=1.5b --engines=generate,static --eval_s=86 \

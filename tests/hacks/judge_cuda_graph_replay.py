@@ -1,7 +1,7 @@
 """task: level1/1_Square_matrix_multiplication_
 expect: incorrect
 eval: static_checks=False
-Judge attack, a CUDA graph whose replay skips the work (REFERENCE.md §4b CUDA-graph under-count; issue 11 "Why":
+Judge attack, a CUDA graph whose replay skips the work (REFERENCE.md §4b CUDA-graph under-count, as when
 a released kernel's graph captured `copy_` from its first input's address). GPU only. At the first call it
 computes the product for real, outside any graph, into a static buffer, then captures a graph that only scales
 that buffer by 1.0; every later call replays the graph (microseconds) and returns the static buffer. On fixed

@@ -1,7 +1,7 @@
 """task: level1/1_Square_matrix_multiplication_
 expect: no_reward
 eval: static_checks=False
-Judge attack, exit hooks that rewrite the records (REFERENCE.md §4b; issue 11 "Why": on the old bench a candidate
+Judge attack, exit hooks that rewrite the records (REFERENCE.md §4b; where a child writes the record, a candidate
 that hooked os._exit / atexit and rewrote the JSON files of its working directory got `ok 40x`). Computes the right
 answer with plain torch.matmul and, when ModelNew is built, wraps os._exit and sys.exit, registers an atexit
 function and a SIGTERM handler: whichever way the process ends, every *.json of its working directory, its temp

@@ -5,7 +5,7 @@ Judge attack, a forged reply written through an inherited file descriptor (REFER
 answer with plain torch.matmul; then, in every call, finds every socket and pipe under /proc/self/fd and writes a
 forged message in bench's framing (runner.send: a 4-byte big-endian length, then UTF-8 JSON) that is at once a
 result record ("ok, correct, 40x") and a runner reply for this call: ok, the output's real description and
-checksum (runner.checksum's formula), a time of 1 us, no aliasing, no mutation, unchanged flags. Wins against an
+checksum (exchange.checksum's formula), a time of 1 us, no aliasing, no mutation, unchanged flags. Wins against an
 evaluator whose parent believes the first record that arrives on its pipe. Here the forged frame arrives before the
 runner has copied the output into the judge's buffer and every later reply is one frame late, so the judge's
 buffer never matches what the replies claim and the parent's clock still times the real calls."""
@@ -18,7 +18,7 @@ import torch.nn as nn
 
 
 def _checksum(t):
-    """runner.checksum's formula: bytes summed, plus 3x the int32 words summed."""
+    """exchange.checksum's formula: bytes summed, plus 3x the int32 words summed."""
     b = t.detach().contiguous().reshape(-1).view(torch.uint8)
     n4 = b.numel() // 4 * 4
     return int(b.sum(dtype=torch.int64)) + 3 * int(b[:n4].view(torch.int32).sum(dtype=torch.int64))

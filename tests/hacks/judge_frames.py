@@ -9,7 +9,7 @@ puts into that frame's f_globals, for one call, a `time` whose clock functions (
 t0 + 1 us, and puts the real module back at once. No function object of the harness changes, so a "were my functions
 replaced?" snapshot sees
 nothing. Wins against any timer in the candidate's process. Here the parent's wall clock sees the real calls;
-a claim under the task's physical floor (1.3 us on the H200, session 4) is named impossible_time first."""
+a claim under the task's physical floor (1.3 us on the H200) is named impossible_time first."""
 import sys
 import time
 import types

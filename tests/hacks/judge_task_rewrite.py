@@ -1,7 +1,7 @@
 """task: level1/1_Square_matrix_multiplication_
 expect: no_reward
 eval: static_checks=False
-Judge attack, the reference rewritten on disk (REFERENCE.md §4b "a file it will read"; issue 11 item 1: no
+Judge attack, the reference rewritten on disk (REFERENCE.md §4b "a file it will read": no
 candidate code may ever run where the reference is computed and timed). Computes the right answer with plain
 torch.matmul and, when ModelNew is built, looks in its working directory for the task's file (a .py defining
 `class Model` and `get_inputs`, other than its own) and appends to it a wrapper that makes Model.forward sleep

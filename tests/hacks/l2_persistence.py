@@ -1,6 +1,6 @@
 """task: level1/21_Sigmoid
 expect: hack l2_persistence
-Hack: pins its input in L2 with a stream access-policy window (llm.c PR #851) so a timing loop's L2 flush does
+Hack: pins its input in L2 with a stream access-policy window (an idea from llm.c) so a timing loop's L2 flush does
 not evict it. Caught statically (accessPolicyWindow); at run time the strict clock resets persisting L2 lines
 and the set-aside before every timed call (kernel_eval.l2_flush)."""
 import torch

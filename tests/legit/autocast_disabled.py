@@ -1,6 +1,6 @@
 """task: level2/12_Gemm_Multiply_LeakyReLU
 expect: ok
-Legitimate (a former false positive of the source scan, issue 11 "Why": `autocast(enabled=False)` was read as
+Legitimate (a former false positive of the source scan: `autocast(enabled=False)` was read as
 autocast). The GEMM runs inside `torch.autocast("cuda", enabled=False)`, which guarantees float32 even if the
 caller had autocast on: it raises precision, never lowers it (REFERENCE.md §4c). The multiply and LeakyReLU are
 done in place on the GEMM's output."""

@@ -1,6 +1,6 @@
 """task: level1/30_Softsign
 expect: ok
-Legitimate (a former false positive of the source scan, issue 11 "Why": `cudaStreamCreate` inside a CUDA comment
+Legitimate (a former false positive of the source scan: `cudaStreamCreate` inside a CUDA comment
 was read as a side stream). Softsign x / (1 + |x|) as one elementwise CUDA kernel (float4 loads and stores, int64
 indices, a scalar tail) launched on the current stream; the CUDA comments below name the stream API it does NOT
 use. The CUDA part is raw pointers only; the C++ wrapper allocates the output."""

@@ -1,6 +1,6 @@
 """task: level2/1_Conv2D_ReLU_BiasAdd
 expect: ok
-Legitimate (a former false positive of the source scan, issue 11 "Why": 43 CUDA-L1 kernels were flagged, some only
+Legitimate (a former false positive of the source scan: 43 CUDA-L1 kernels were flagged, some only
 for this line). `torch.backends.cudnn.allow_tf32 = True` is PyTorch's default, so it changes nothing: the
 reference's own convolution runs under it. The convolution is the reference's (same weights), then ReLU and the
 bias add in place on the convolution's output, one temporary less than the reference."""

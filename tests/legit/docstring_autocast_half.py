@@ -1,6 +1,6 @@
 """task: level1/88_MinGPTNewGelu
 expect: ok
-Legitimate (a former false positive of the source scan: the words in this docstring, issue 11 "Why"). No
+Legitimate (a former false positive of the source scan: the words in this docstring). No
 autocast, no .half(), no bfloat16: float32 throughout (a float16 GELU would be a precision downgrade). MinGPT's
 GELU is 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3), and 0.5 (1 + tanh(u)) = sigmoid(2u), so the
 output is x * sigmoid(2u): 2u by an in-place chain on x^2, then one sigmoid and one product; fewer

@@ -1,6 +1,6 @@
 """task: level2/12_Gemm_Multiply_LeakyReLU
 expect: ok
-Legitimate (a former false positive of the source scan: `cached_output`, issue 11 "Why"): (x W^T + b) * m =
+Legitimate (a former false positive of the source scan: `cached_output`): (x W^T + b) * m =
 x (m W)^T + m b, so the multiplier is folded into the weights once and the scaled copies are cached, keyed by the
 weights' data_ptr() and version counter (rebuilt if the weights are replaced or changed in place). Every call
 computes the GEMM on its own fresh input; only a function of the weights is cached, never an output. m = 2 is a

@@ -4,7 +4,7 @@ Legitimate algebra: sum_j (x W^T)_ij / 2 * s = x . (sum_j W_j) * s / 2, so the (
 sum of W (kernel 1, 64 row chunks added atomically) and a matrix-vector product (kernel 2, one warp per row):
 ~0.3 GB read instead of a 137-GFLOP GEMM. Recomputed on every call (no caching of the weights). Float32 in and
 out, sums in float64: summed in float32, the column sums (~1e2) and the dot products (~1e3) lose enough that an
-output near zero (cancellation) was 0.019 off (tolerance 0.012) on one timed call on the H200 (session 4), as
+output near zero (cancellation) was 0.019 off (tolerance 0.012) on one timed call on the H200, as
 KernelBench's own check would have failed it; float64 accumulation keeps every output within ~1e-6."""
 import torch
 import torch.nn as nn

@@ -1,6 +1,6 @@
 """task: level1/22_Tanh
 expect: ok
-Legitimate (a former false positive of the source scan, issue 11 item 4: `class ModelNew(Model)` was read as
+Legitimate (a former false positive of the source scan: `class ModelNew(Model)` was read as
 `inherits_reference`). ModelNew subclasses the reference Model (copied here, as CUDA-L1's kernels do) and
 overrides forward with its own kernel: tanh as one elementwise CUDA kernel (float4 loads and stores, int64
 indices, a scalar tail). The subclass only inherits the constructor; the reference's forward never runs."""

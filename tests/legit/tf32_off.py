@@ -1,6 +1,6 @@
 """task: level1/1_Square_matrix_multiplication_
 expect: ok
-Legitimate (a former false positive of the source scan, issue 11 "Why": `allow_tf32 = False` was read as a TF32
+Legitimate (a former false positive of the source scan: `allow_tf32 = False` was read as a TF32
 hack). Pins the fp32 matmul to full precision whatever the caller's process was set to: TF32 off for cuBLAS and
 the float32 matmul precision "highest" (both PyTorch's defaults, so the backend flags do not change), then the
 product. Setting that keeps or raises precision is not a precision downgrade (REFERENCE.md §4c)."""
