@@ -20,11 +20,25 @@ if os.environ.get("PYTEST_XDIST_WORKER"):   # workers share the cores: one threa
     torch.set_num_threads(1)                         # another worker's)
 
 
-# The longest files first (each is one unit of `--dist loadfile`; seconds on a busy 2-core box): started last, one of
-# them alone would keep one worker busy minutes after the other ran out of files.
-LONGEST_FIRST = ("test_rl_runs.py", "test_buildcache.py", "test_bench.py", "test_evaluate.py", "test_build_failures.py",
-                 "test_bench_attacks.py", "test_interrupts.py", "test_tiny_cpu.py", "test_sft.py",
-                 "test_sft_selftrain.py")
+# The order in which pytest-xdist hands out the files under `--dist loadfile` (each file is one unit; files not
+# named follow in collection order): longest first, by their seconds on 2 cores (CI runs, single-file timings), so
+# that no long file starts last and keeps one worker busy after the other ran out of work. test_rl_runs.py leads:
+# its first test makes tiny_cpu_prepared (below, ~1.5-2 min), and the other files that use it (test_fsdp,
+# test_tiny_cpu, test_sft_selftrain, test_rl_degenerate) come after test_buildcache.py (~3 min, on the other worker),
+# when it is made, instead of waiting for its lock while the other worker makes it.
+LONGEST_FIRST = ("test_rl_runs.py", "test_buildcache.py", "test_bench.py", "test_interrupts.py", "test_fsdp.py",
+                 "test_readme_run.py", "test_bench_attacks.py", "test_build_failures.py", "test_evaluate.py",
+                 "test_tiny_cpu.py", "test_errors.py", "test_cli.py", "test_ci_skips.py", "test_sft_selftrain.py",
+                 "test_rl_scale.py", "test_rl_ddp.py", "test_sft.py", "test_prepare_teachers.py", "test_sampler.py",
+                 "test_rl_vllm.py", "test_rl_degenerate.py", "test_scan_writes.py", "test_cores.py", "test_rl.py",
+                 "test_sandbox.py", "test_gate.py", "test_sft_ddp.py", "test_sft_interrupt.py", "test_sft_speed.py")
+
+
+def pytest_configure(config):
+    # xdist hands out the files with the most tests first unless told not to (its --loadscope-reorder, on by
+    # default), which put the one-test files of whole runs (test_tiny_cpu, test_readme_run, ...) last
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):

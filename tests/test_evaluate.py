@@ -717,7 +717,9 @@ def _fx_files(cache):
 def test_compile_warm_cache_is_used_cpu(tmp_path, monkeypatch):
     """The shared compile cache on CPU (inductor's C++ backend): evaluate's warm-up worker fills it; bench's timed
     child, given that cache through extra_env, finds the compiled graph there: it neither adds nor rewrites an FX
-    graph entry. Control: the same child given an empty cache directory compiles into it (so it does use the dir)."""
+    graph entry. Control: the same child given a cache directory without FX graph entries compiles the graph into it
+    (so it does use the dir). That directory holds the warm one's C++ kernels, which inductor finds by their source
+    and does not build again (one g++ compile, ~10 s of CPU, fewer); the FX graph entry is made all the same."""
     try:
         from torch._inductor.cpp_builder import get_cpp_compiler
         get_cpp_compiler()
@@ -733,6 +735,10 @@ def test_compile_warm_cache_is_used_cpu(tmp_path, monkeypatch):
     hit = bench.evaluate(task, cand, extra_env=baseline.cache_env(str(tmp_path / "warm")), **kw)
     assert hit["status"] == "ok", hit
     assert _fx_files(str(tmp_path / "warm")) == before  # found, not compiled again
+    shutil.copytree(tmp_path / "warm", tmp_path / "cold",      # the kernels, without the graphs that would be hits
+                    ignore=lambda d, names: [n for n in names if d == str(tmp_path / "warm") and
+                                             n in ("fxgraph", "aotautograd")])
+    assert _fx_files(str(tmp_path / "warm")) and not _fx_files(str(tmp_path / "cold"))
     cold = bench.evaluate(task, cand, extra_env=baseline.cache_env(str(tmp_path / "cold")), **kw)
     assert cold["status"] == "ok", cold
     assert len(_fx_files(str(tmp_path / "cold"))) == len(before)  # the control compiled the same graph itself
