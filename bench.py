@@ -46,7 +46,7 @@ def evaluate(task_src: str, candidate_src: str, *, task_name: str = "task", devi
     protocol: one of options.PROTOCOLS; atol/rtol: isclose tolerances; timeout_s: wall seconds for the whole
     evaluation, build included, waiting for the GPU not included. kw: the other keywords of options.make,
     documented in harness/options.py (num_correct_trials, arch, build_root, static_checks, time_budget_s,
-    remeasure_above, check_only, flags_override, extra_env, reference_only). Raises ValueError for a bad argument
+    remeasure_above, check_only, flags_override, extra_env, reference_only, clock). Raises ValueError for a bad argument
     (TypeError for an unknown one); never raises for a bad candidate."""
     gpu = kw.pop("_gpu", None)
     opts = options.make(device=device, protocol=protocol, atol=atol, rtol=rtol, timeout_s=timeout_s, **kw)
@@ -179,15 +179,14 @@ def main(argv=None):
     ap.add_argument("--timeout_s", type=float, default=300.0, help="seconds for the whole evaluation")
     ap.add_argument("--num_correct_trials", type=int, default=None, help="correctness trials (default: the protocol's)")
     ap.add_argument("--no_static_checks", action="store_true", help="for trusted code only")
-    ap.add_argument("--build_root", default=None,
-                    help="build cache (default $CUDAL1_BUILD_ROOT or ~/.cache/cudal1/build)")
+    ap.add_argument("--build_root", default=None, help="build cache (default $CUDAL1_BUILD_ROOT or ~/.cache/cudal1)")
+    ap.add_argument("--clock", default="claims", choices=options.CLOCKS, help="gate: the caller's clock alone, the "
+                    "inputs sealed until the window (strict protocol on a GPU; elsewhere claims count)")
     ap.add_argument("--protocol", default="strict", choices=options.PROTOCOLS,
-                    help="timing protocol: strict (fresh inputs every call, L2 flushed, median), kernelbench "
-                         "(100 calls on the same inputs, mean), cudal1 (7 rounds x 10 calls, no flush, mean of "
-                         "round means)")
+                    help="strict (fresh inputs every call, L2 flushed, median), kernelbench (100 calls on the "
+                         "same inputs, mean), cudal1 (7 rounds x 10 calls, no flush, mean of round means)")
     ap.add_argument("--check_only", action="store_true", help="correctness only, no timing")
-    ap.add_argument("--no_screen", action="store_true", help="no degenerate screen of the task (REFERENCE.md §3) "
-                    "where the evaluation stopped before its judge made one")
+    ap.add_argument("--no_screen", action="store_true", help="no degenerate screen (REFERENCE.md §3) if none ran")
     args = ap.parse_args(argv)
     missing = [f"{role} {path}" for role, path in (("task", args.task), ("candidate", args.candidate))
                if not os.path.isfile(path)]
@@ -199,7 +198,8 @@ def main(argv=None):
     task_src, name = open(args.task).read(), os.path.basename(args.task)[:-3]
     res = evaluate(task_src, open(args.candidate).read(), task_name=name, device=args.device, arch=args.arch,
                    timeout_s=args.timeout_s, num_correct_trials=args.num_correct_trials, protocol=args.protocol,
-                   static_checks=not args.no_static_checks, build_root=args.build_root, check_only=args.check_only)
+                   static_checks=not args.no_static_checks, build_root=args.build_root, check_only=args.check_only,
+                   clock=args.clock)
     line = record.screen_line(res, args.no_screen, lambda: degenerate_screen(
         task_src, task_name=name, device=args.device, arch=args.arch, build_root=args.build_root))
     print(json.dumps(res) if args.json else record.summary(dict(res, degenerate=None)) + "\n" + line)
