@@ -130,3 +130,21 @@ def test_bench_cli_says_what_the_degenerate_screen_found(tmp_path, body, degener
     p = _run("bench.py", str(task), str(cand), "--device=cpu", "--no_screen", f"--build_root={tmp_path / 'b'}")
     assert "precision_downgrade" in p.stdout and \
         p.stdout.strip().splitlines()[-1] == "task not screened for degenerate outputs: --no_screen", p.stdout
+
+
+def test_bench_cli_passes_the_clock_on(tmp_path, monkeypatch):
+    """--clock reaches evaluate() (claims by default, gate when asked); an unknown clock is refused by the parser."""
+    sys.path.insert(0, ROOT)
+    import bench
+    seen = []
+    monkeypatch.setattr(bench, "evaluate", lambda *a, **kw: seen.append(kw["clock"]) or dict(status="crash"))
+    monkeypatch.setattr(bench.record, "summary", lambda res: "")
+    monkeypatch.setattr(bench.record, "screen_line", lambda *a: "")
+    task, cand = tmp_path / "task.py", tmp_path / "cand.py"
+    task.write_text(TINY_TASK.format("x"))
+    cand.write_text(ZERO_CANDIDATE)
+    assert bench.main([str(task), str(cand), "--device=cpu"]) == 1
+    assert bench.main([str(task), str(cand), "--device=cpu", "--clock=gate"]) == 1
+    assert seen == ["claims", "gate"]
+    with pytest.raises(SystemExit):
+        bench.main([str(task), str(cand), "--clock=events"])
