@@ -180,8 +180,8 @@ def main(argv=None):
     ap.add_argument("--num_correct_trials", type=int, default=None, help="correctness trials (default: the protocol's)")
     ap.add_argument("--no_static_checks", action="store_true", help="for trusted code only")
     ap.add_argument("--build_root", default=None, help="build cache (default $CUDAL1_BUILD_ROOT or ~/.cache/cudal1)")
-    ap.add_argument("--clock", default="claims", choices=options.CLOCKS, help="gate: the caller's clock alone, the "
-                    "inputs sealed until the window (strict protocol on a GPU; elsewhere claims count)")
+    ap.add_argument("--clock", default="gate", choices=options.CLOCKS, help="gate: this process's clock alone, the "
+                    "inputs sealed until the window (strict protocol on a GPU; elsewhere claims count); claims")
     ap.add_argument("--protocol", default="strict", choices=options.PROTOCOLS,
                     help="strict (fresh inputs every call, L2 flushed, median), kernelbench (100 calls on the "
                          "same inputs, mean), cudal1 (7 rounds x 10 calls, no flush, mean of round means)")

@@ -262,8 +262,8 @@ def write_json_atomic(path, obj):
 def exit_on_interrupt(hint="rerun the same command to continue"):
     """For a stage script's main: SIGTERM raises KeyboardInterrupt as Ctrl-C does, so the script's own handlers (which
     save what they have) run for both; one that no handler stops ends the script with one line and exit status 130,
-    not a traceback."""
-    import signal
+    not a traceback. One that lands in a destructor, where Python would print and drop it, is sent again."""
+    import signal, threading
     script = os.path.basename(sys.argv[0])
 
     def on_term(sig, frame):
@@ -279,3 +279,12 @@ def exit_on_interrupt(hint="rerun the same command to continue"):
               flush=True)
         os._exit(130)
     sys.excepthook = excepthook
+    unraisable = sys.unraisablehook
+
+    def unraisablehook(info):      # Ctrl-C landing in a destructor (the GC runs them anywhere): Python would print it
+        if isinstance(info.exc_value, KeyboardInterrupt):    # and drop it; sent again, 10 ms later (sent from here,
+            sig = signal.SIGTERM if str(info.exc_value) == "SIGTERM" else signal.SIGINT   # it would land in the hook)
+            threading.Timer(0.01, os.kill, (os.getpid(), sig)).start()
+            return
+        unraisable(info)
+    sys.unraisablehook = unraisablehook

@@ -45,6 +45,7 @@ from evaluation import report
 from evaluation import sampling
 from evaluation import screen
 from evaluation import taskset
+from harness import forkserver
 from training import models
 
 # -----------------------------------------------------------------------------
@@ -279,7 +280,8 @@ if __name__ == "__main__":
         # compile baselines of the chunk into the shared cache in parallel, then every baseline timed one by one.
         # eager is the reference itself (1.0x); its time is the median ref_ms of the task's runs, and a task that has
         # none (everything else failed before timing) gets its reference timed alone (bench's reference_only).
-        compile_env = baseline.cache_env(inductor_cache, compile_workers)  # the shared torch.compile cache
+        compile_env = baseline.cache_env(inductor_cache, compile_workers)  # the shared torch.compile cache, which
+        forkserver.bind_writable([compile_env["TORCHINDUCTOR_CACHE_DIR"]])   # bubblewrap would hide from runners
 
         def median_ref_ms(name):
             times = [r["ref_ms"] for (t, m), r in rows.items() if t == name and m != "eager" and r.get("ref_ms")]

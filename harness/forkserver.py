@@ -236,17 +236,17 @@ def _worker_child(ctrl, req, fd, server):
 
 class _Zygote:
     """The fork server process for one sandbox configuration (`layers`: sandbox.layers()) and build root; under
-    bubblewrap when layers has it, with its work folder (self.tmp: every worker's folder, forkserver.work_folder)
-    and the build root bound writable."""
+    bubblewrap when layers has it, with its work folder (self.tmp: every worker's folder, forkserver.work_folder),
+    the build root and `extra_binds` (bind_writable's) bound writable."""
 
-    def __init__(self, layers, build_root):
+    def __init__(self, layers, build_root, extra_binds=()):
         self.layers, self.build_root = layers, build_root
         self.tmp = tempfile.mkdtemp(prefix="cudal1_forkserver_")
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = scrubbed_env(self.tmp)
         argv = [sys.executable, "-P", os.path.join(HERE, "forkserver.py"), "--_zygote", str(b.fileno())]
         if "bwrap" in layers:
-            argv = sandbox.bwrap_command(argv, [self.tmp, build_root])
+            argv = sandbox.bwrap_command(argv, [self.tmp, build_root, *extra_binds])
         with open(os.path.join(self.tmp, "log"), "ab") as log:
             self.proc = subprocess.Popen(argv, pass_fds=[b.fileno()], cwd=self.tmp, env=env,
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -312,6 +312,23 @@ class _Zygote:
 
 
 _ZYGOTE, _ZLOCK = {}, threading.Lock()
+_BINDS = set()       # folders fork servers started from now on bind writable under bubblewrap (bind_writable)
+
+
+def bind_writable(folders):
+    """Folders (created if missing) that every fork server started from now on binds writable under bubblewrap,
+    whose read-only root and private /tmp would hide them: a trusted caller's compile caches (evaluate.py's
+    baselines, Options.extra_env). A runner writes in them only where Landlock allows it too, which is for the
+    caches of its own Options.extra_env. Servers already running keep their binds; the next fork_server() call
+    starts one with the new set (and workers.judge_for a judge inside it)."""
+    for folder in folders:
+        os.makedirs(folder, exist_ok=True)
+        _BINDS.add(os.path.abspath(folder))
+
+
+def binds():
+    """The folders of bind_writable so far, sorted (part of a fork server's key)."""
+    return tuple(sorted(_BINDS))
 
 
 def start():
@@ -326,11 +343,11 @@ def fork_server(build_root=None):
     """The fork server of this sandbox configuration (sandbox.layers()) and, under bubblewrap, of this build root
     (bound into it); started if not running. Its fork() and kill() are what workers.Worker uses."""
     layers = sandbox.layers()
-    key = (layers, runner.default_build_root() if build_root is None else os.path.abspath(build_root)) \
-        if "bwrap" in layers else (layers, None)
+    key = (layers, runner.default_build_root() if build_root is None else os.path.abspath(build_root), binds()) \
+        if "bwrap" in layers else (layers, None, ())
     with _ZLOCK:
         if key not in _ZYGOTE or not _ZYGOTE[key].alive():
-            _ZYGOTE[key] = _Zygote(layers, key[1] or runner.default_build_root())
+            _ZYGOTE[key] = _Zygote(layers, key[1] or runner.default_build_root(), key[2])
         return _ZYGOTE[key]
 
 

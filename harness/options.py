@@ -30,10 +30,10 @@ class Options:
     candidate's own code, the reference keeping FIXED_FLAGS (trusted baselines, static_checks=False); extra_env:
     variables for the candidate's process, e.g. a shared TORCHINDUCTOR_CACHE_DIR (trusted baselines);
     reference_only: the reference's timed calls alone (ref_ms = cand_ms, speedup 1.0; the candidate is neither built
-    nor imported: evaluate.py's eager baseline); clock: "claims" (the runner's per-call times, checked against the
-    parent's clock) or "gate" (the parent's own clock through a gate on the runner's stream, harness/gate.py: the
-    strict protocol on a GPU only; elsewhere, or where the gate cannot be armed, claims count); $CUDAL1_CLOCK
-    overrides.
+    nor imported: evaluate.py's eager baseline); clock: "gate" (the default: the parent's own clock through a gate
+    on the runner's stream, harness/gate.py; the strict protocol on a GPU only: elsewhere, or where the gate cannot be
+    armed, claims count and the record's clock says why) or "claims" (the runner's per-call times, checked against
+    the parent's clock); $CUDAL1_CLOCK overrides.
     Set by bench.py itself, never by a caller: build_only (import the candidate, make ModelNew on the meta device,
     stop: a build ahead) and build_nice (that runner's niceness; None = runner_steps.BUILD_NICE)."""
     device: str = "cuda"
@@ -53,12 +53,12 @@ class Options:
     reference_only: bool = False
     build_only: bool = False
     build_nice: int | None = None
-    clock: str = "claims"
+    clock: str = "gate"
 
 
 def make(device="cuda", protocol="strict", atol=1e-2, rtol=1e-2, num_correct_trials=None, timeout_s=300.0,
          arch=None, build_root=None, static_checks=True, time_budget_s=2.0, remeasure_above=3.0, check_only=False,
-         flags_override=None, extra_env=None, reference_only=False, clock="claims") -> Options:
+         flags_override=None, extra_env=None, reference_only=False, clock="gate") -> Options:
     """Options from bench.evaluate's keywords (Options's docstring), checked. Raises ValueError for a bad value and
     TypeError for an unknown keyword."""
     if protocol not in PROTOCOLS:

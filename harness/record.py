@@ -16,7 +16,7 @@ Fields (blank() makes them all; harness/session.py and harness/runner_steps.py f
   precision ({err, ref_err, half_err, threshold} of the worst checked output: judge.py), clock ({excess_ms,
   overhead_ms, limit_ms, claimed_ms, kind, gate_error[, first]}: the parent's clock check, session.Session.verdict;
   with kind "gate", what counted instead: {fixed_ms, pre_ms, gap_ms, event_ms, stages_ms, null_stages_ms, late_arms,
-  tails, tail_ms, stale, calls, ref}: gate.Calibration.summary), degenerate
+  tails, tail_ms, tails_by, stale, calls, ref}: gate.Calibration.summary), degenerate
   (trivial outputs that pass this task's check, [] none, None unknown), hang_limit_s, exchange (ipc | file: how
   outputs reach the judge), fp32_reference_off ({mismatches, max_rel_err, where}: the output failed isclose against
   the fp32 reference but is as close to the float64 truth as that reference is, so it counts as correct:

@@ -203,7 +203,8 @@ def hack_results(build_root):
 def test_hack_gets_no_reward(case, hack_results):
     name, path, _, expect = case
     r = hack_results[name]
-    if (r.get("clock") or {}).get("kind") == "gate":             # timed through the gate (harness/gate.py)
+    if (r.get("clock") or {}).get("kind") == "gate" and name == os.path.basename(path)[:-3]:   # the file's own case,
+        # timed through the gate (harness/gate.py): its header may name what the gate sees instead
         gated = header(path, "gate")[1]
         expect = "no_reward" if gated[0] == "no_reward" else tuple(gated)
     if expect == "no_reward":        # correct, and timed honestly: ~1x (1.05 allows timing noise; the hack's

@@ -133,7 +133,7 @@ def test_bench_cli_says_what_the_degenerate_screen_found(tmp_path, body, degener
 
 
 def test_bench_cli_passes_the_clock_on(tmp_path, monkeypatch):
-    """--clock reaches evaluate() (claims by default, gate when asked); an unknown clock is refused by the parser."""
+    """--clock reaches evaluate() (the gate by default, claims when asked); an unknown clock is refused."""
     sys.path.insert(0, ROOT)
     import bench
     seen = []
@@ -144,7 +144,7 @@ def test_bench_cli_passes_the_clock_on(tmp_path, monkeypatch):
     task.write_text(TINY_TASK.format("x"))
     cand.write_text(ZERO_CANDIDATE)
     assert bench.main([str(task), str(cand), "--device=cpu"]) == 1
-    assert bench.main([str(task), str(cand), "--device=cpu", "--clock=gate"]) == 1
-    assert seen == ["claims", "gate"]
+    assert bench.main([str(task), str(cand), "--device=cpu", "--clock=claims"]) == 1
+    assert seen == ["gate", "claims"]
     with pytest.raises(SystemExit):
         bench.main([str(task), str(cand), "--clock=events"])

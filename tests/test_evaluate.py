@@ -758,7 +758,7 @@ def test_all_baselines_gpu(tmp_path):
     assert "warm-up of 2 compile baselines: {'ok': 2}" in p.stdout + p.stderr, p.stdout + p.stderr
     rows = {r["method"]: r for r in _lines(f"{out}/results.jsonl")}
     for b in ("compile", "compile_reduce_overhead", "cuda_graph", "cudnn_benchmark"):
-        assert rows[b]["status"] == "ok" and rows[b]["speedup"] > 0, rows[b]
+        assert rows[b]["status"] == "ok" and rows[b]["speedup"] > 0, (b, rows[b]["status"], rows[b].get("error"))
     assert rows["cudnn_benchmark"]["flags_override"] == {"cudnn_benchmark": True}
     assert _fx_files(cache) and "Measured 1 of 1 selected tasks." in p.stdout
     assert "NVIDIA" in open(f"{out}/summary.md").read()  # the GPU named with the versions

@@ -59,17 +59,20 @@ def test_calibration_counts_gate_to_done_less_the_null():
     assert cal.arm_ns == pytest.approx(1 * MS + gate.HOST_ALLOWANCE_US * 1e3)
     ms, tail = cal.call_ms(stamps(open_=2, done=7.2, reply=7.3))
     assert ms == pytest.approx(5.0) and tail == 0.0
-    ms, tail = cal.call_ms(stamps(open_=2, done=7.2, reply=7.3 + gate.GAP_TOL_US / 2e3))   # within the tolerance
+    ms, tail = cal.call_ms(stamps(open_=2, done=7.2, reply=7.3 + gate.REPLY_TOL_US / 2e3))  # within the tolerance
     assert ms == pytest.approx(5.0) and tail == 0.0
-    ms, tail = cal.call_ms(stamps(open_=2, done=2.2, reply=9.3))      # DONE early, the reply 7 ms after it
-    assert tail == pytest.approx(7.0) and ms == pytest.approx(7.0 + 1e-3)
-    with pytest.raises(ValueError, match="DONE"):
+    reply_tol, gap_tol = gate.REPLY_TOL_US / 1e3, gate.GAP_TOL_US / 1e3                # (ms)
+    ms, tail = cal.call_ms(stamps(open_=2, done=2.2, reply=9.3))      # DONE early, the reply 7 ms after it: what
+    assert tail == pytest.approx(7.0 - reply_tol) and ms == pytest.approx(7.0 - reply_tol + 1e-3)  # exceeds the
+    with pytest.raises(ValueError, match="DONE"):                                     # tolerance is charged
         cal.call_ms(stamps(done=None))
     synced = gate.Calibration([stamps(armed=1, open_=1, done=1.2, synced=1.21, reply=1.3) for _ in range(5)])
     ms, tail = synced.call_ms(stamps(open_=2, done=7.2, synced=7.71, reply=7.3))     # SYNCED 0.5 ms late, the
-    assert tail == pytest.approx(0.5) and ms == pytest.approx(5.5)                   # reply on time: 0.5 charged
+    assert tail == pytest.approx(0.5) and ms == pytest.approx(5.5)                   # reply on time: all of it
+    ms, tail = synced.call_ms(stamps(open_=2, done=7.2, synced=7.21 + gap_tol / 2, reply=7.3))   # within GAP_TOL
+    assert tail == 0.0 and ms == pytest.approx(5.0)
     ms, tail = synced.call_ms(stamps(open_=2, done=7.2, synced=7.2, reply=8.3))      # SYNCED forged at DONE: the
-    assert tail == pytest.approx(1.0)                                                # reply's delay still counts
+    assert tail == pytest.approx(1.0 - reply_tol)                                    # reply's delay still counts
     with pytest.raises(RuntimeError, match="calibration"):
         gate.Calibration([stamps(armed=None)] * 5)
     s = cal.summary([stamps(armed=None, open_=2, done=7.2, reply=7.3), stamps(open_=2, done=2.2, reply=9.3,
@@ -86,18 +89,18 @@ def test_worker_memory_check_without_a_limit():
         worker.check_memory(1)
 
 
-def test_options_clock_is_opt_in(monkeypatch):
+def test_options_clock_is_the_gate_on_a_gpu(monkeypatch):
     monkeypatch.delenv("CUDAL1_CLOCK", raising=False)
-    assert options.make().clock == "claims"
+    assert options.make().clock == "gate"
     with pytest.raises(ValueError, match="clock"):
         options.make(clock="events")
-    assert gate.requested(options.make(clock="gate"))
-    assert not gate.requested(options.make())
-    assert not gate.requested(options.make(device="cpu", clock="gate")), "the CPU device has no gate"
-    assert not gate.requested(options.make(protocol="kernelbench", clock="gate"))
-    assert not gate.requested(options.make(clock="gate", check_only=True))
-    monkeypatch.setenv("CUDAL1_CLOCK", "gate")
     assert gate.requested(options.make())
+    assert not gate.requested(options.make(clock="claims"))
+    assert not gate.requested(options.make(device="cpu")), "the CPU device has no gate"
+    assert not gate.requested(options.make(protocol="kernelbench"))
+    assert not gate.requested(options.make(check_only=True))
+    monkeypatch.setenv("CUDAL1_CLOCK", "claims")
+    assert not gate.requested(options.make())
 
 
 # --------------------------------------------------------------------------------- the parent's polling, faked

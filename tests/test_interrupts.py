@@ -53,6 +53,33 @@ def interrupt(p, sig, log):
     return out
 
 
+def test_ctrl_c_inside_a_destructor_still_ends_the_script(tmp_path):
+    """A Ctrl-C that lands in a __del__ (the GC runs them anywhere), which Python prints as "Exception ignored" and
+    drops, still ends a stage script with its one line and status 130 (common.exit_on_interrupt sends it again)."""
+    child = tmp_path / "child.py"
+    child.write_text(textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {ROOT!r})
+        import common
+        common.exit_on_interrupt()
+
+        class Slow:
+            def __del__(self):
+                print("in __del__", flush=True)
+                time.sleep(5)
+
+        obj = Slow()
+        del obj
+        time.sleep(5)
+        print("not interrupted", flush=True)
+    """))
+    log = tmp_path / "child.log"
+    p = start([str(child)], tmp_path, log)
+    wait_for(p, lambda: "in __del__" in open(log).read(), "the destructor", timeout=60)
+    out = interrupt(p, signal.SIGINT, log)
+    assert "not interrupted" not in out and "Exception ignored" not in out and "interrupted (Ctrl-C)" in out, out
+
+
 def test_run_script_passes_a_signal_on_once(tmp_path):
     """Ctrl-C in a terminal reaches the chaining process only (each stage runs in a session of its own); it passes
     the signal on exactly once, and passes on a SIGTERM sent to it alone, then says which signal it passed on."""

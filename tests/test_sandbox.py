@@ -189,6 +189,33 @@ def test_bad_mode_is_refused(monkeypatch):
         sandbox.layers()
 
 
+@pytest.mark.parametrize("mode", [m for m in modes() if m[0] != "off"], ids=lambda m: m[0])
+def test_trusted_compile_cache_is_writable_in_the_sandbox(mode, tmp_path, monkeypatch):
+    """A trusted baseline's compile cache in /tmp (evaluate.py's --inductor_cache) is written by its runner: Landlock
+    allows its Options.extra_env caches, and bubblewrap, whose private /tmp would hide it, binds what
+    forkserver.bind_writable named; a candidate with the same folder but no extra_env (the scan off, so that only the
+    sandbox stands) still cannot write there."""
+    from harness import forkserver
+    monkeypatch.setenv("CUDAL1_SANDBOX", mode[0])
+    monkeypatch.setattr(forkserver, "_BINDS", set())          # this test's bind only, gone after it
+    cache = str(tmp_path / "inductor")
+    forkserver.bind_writable([cache])
+    writer = "import os, pathlib\nimport torch\nimport torch.nn as nn\n" + f"""
+try:
+    pathlib.Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", {cache!r}), "entry").write_text("cached")
+except OSError:
+    pass
+""" + HONEST
+    kw = dict(device="cpu", check_only=True, build_root=str(tmp_path / "build"), timeout_s=120)
+    r = bench.evaluate(TASK, writer, static_checks=False, extra_env={"TORCHINDUCTOR_CACHE_DIR": cache}, **kw)
+    assert r["status"] == "ok" and r["sandbox"] == mode[1], record.summary(r)
+    assert open(os.path.join(cache, "entry")).read() == "cached"
+    os.remove(os.path.join(cache, "entry"))
+    r = bench.evaluate(TASK, writer.replace('"entry"', '"planted"'), static_checks=False, **kw)   # no extra_env
+    assert r["status"] == "ok", record.summary(r)
+    assert not os.path.exists(os.path.join(cache, "planted"))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", [m for m in modes() if m[0] != "off"], ids=lambda m: m[0])
 def test_gpu_kernel_timed_and_doors_shut_under_the_sandbox(mode, tmp_path):
