@@ -3,6 +3,7 @@
     python evaluate.py --kernels=../shared/cudal1_release/a100.json --baselines=eager \
         --eval_dir=results/cudal1_a100_audit
     python scripts/audit_cudal1.py --eval_dir=results/cudal1_a100_audit --kernels=../shared/cudal1_release/a100.json
+    python scripts/audit_cudal1.py --eval_dir=out/new_audit --compare=results/cudal1_a100_audit/audit.csv  # changes.md
 
 Reads evaluate.py's results.jsonl in eval_dir (the rows of method `method`, "kernels" for a --kernels run; the last
 row of a task wins, as in evaluate.read_results; rows are matched to release lines by level and KernelBench id, so
@@ -55,6 +56,7 @@ from evaluation.taskset import level_of, read_kernels, task_id_of  # noqa: E402
 eval_dir = "results/cudal1_a100_audit"          # evaluate.py's eval_dir: results.jsonl in, audit.csv/audit.md out
 kernels = "../shared/cudal1_release/a100.json"  # the release file evaluate.py ran on (CUDA-L1 format)
 method = "kernels"                              # evaluate.py's method name of the kernels' rows (its main_method)
+compare = ""                                    # an earlier audit.csv: the lines whose verdict or cause changed
 # -----------------------------------------------------------------------------
 
 CATEGORIES = ("accepted", "no kernel in the release", "not measured", "defect", "policy", "evaluator false negative?")
@@ -500,13 +502,17 @@ COLS = ["line", "level", "task_id", "task", "verdict", "status", "hack", "speedu
         "candidate_hash"]
 
 
+def cell(text):
+    """`text` as one markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 def fmt(x, nd=2):
     return "" if x is None else f"{x:.{nd}f}" if isinstance(x, float) else str(x)
 
 
 def markdown(table, meta):
     """audit.md: counts by verdict, by category and by cause, then one row per release line."""
-    cell = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
     acc = [a["ratio"] for a in table if a["ratio"]]
     text = [f"# Audit of {meta['kernels']} ({len(table)} lines)\n",
             f"From `{meta['results']}` (method `{meta['method']}`); {meta['env']}. Speedups in x: ours = bench's "
@@ -527,6 +533,20 @@ def markdown(table, meta):
                     f"{fmt(a['published']) or '-'} | {fmt(a['ratio']) or '-'} | {cell(a['cause'])} | "
                     f"{cell(a['detail'][:300])} |")
     return "\n".join(text) + "\n"
+
+
+def changes(table, earlier):
+    """The lines of `table` (audit rows) whose verdict or cause differ from `earlier` (audit.csv rows of an earlier
+    audit of the same release, by line number), as markdown table rows; a line missing from `earlier` counts too."""
+    before = {int(a["line"]): a for a in earlier}
+    out = []
+    for a in table:
+        b = before.get(a["line"], {})
+        if (b.get("verdict"), b.get("cause")) != (a["verdict"], a["cause"]):
+            out.append(f"| {a['line']} | {cell(a['task'])} | {cell(b.get('verdict') or '-')} -> "
+                       f"{cell(a['verdict'] or '-')} | {cell(b.get('cause') or '-')} -> {cell(a['cause'])} | "
+                       f"{cell(a['detail'][:200])} |")
+    return out
 
 
 def main():
@@ -553,6 +573,16 @@ def main():
         w.writerows({k: fmt(v, 4) for k, v in a.items()} for a in table)
     with open(os.path.join(eval_dir, "audit.md"), "w") as f:
         f.write(markdown(table, dict(kernels=kernels, results=results, method=method, env=env)))
+    if compare:
+        if not os.path.isfile(compare):
+            sys.exit(f"error: no earlier audit.csv (--compare): {compare}")
+        with open(compare, newline="") as f:
+            rows_changed = changes(table, list(csv.DictReader(f)))
+        with open(os.path.join(eval_dir, "changes.md"), "w") as f:
+            f.write(f"# Lines whose verdict or cause changed against {compare}\n\n| line | task | verdict | cause | "
+                    "evidence now |\n|---:|---|---|---|---|\n" + "".join(r + "\n" for r in rows_changed))
+        print(f"{len(rows_changed)} of {len(table)} lines changed verdict or cause against {compare} -> "
+              f"{os.path.join(eval_dir, 'changes.md')}")
     c = collections.Counter(a["category"] for a in table)
     print(f"audit of {len(table)} release lines: " + ", ".join(f"{k} {c[k]}" for k in CATEGORIES) +
           (f"; {len(outside)} {method} rows of tasks not in the release ignored" if outside else "") +

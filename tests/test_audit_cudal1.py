@@ -233,6 +233,29 @@ def test_every_line_one_cause(tmp_path):
     assert sum(r.startswith("| ") and r.split("|")[1].strip().isdigit() for r in md.splitlines()) == len(release)
 
 
+def test_compare_lists_the_changed_lines(tmp_path):
+    """--compare=an earlier audit.csv: changes.md holds exactly the lines whose verdict or cause differ (two edited
+    here by hand, one dropped from the earlier file), and the printed count says how many."""
+    release, ev = build(tmp_path)
+    assert run(tmp_path, f"--eval_dir={ev}", f"--kernels={tmp_path / 'release.json'}").returncode == 0
+    earlier = list(csv.DictReader(open(ev / "audit.csv")))
+    earlier[0]["verdict"] = "hack (clock_mismatch)"                     # line 1: its verdict was another
+    earlier[4]["cause"] = "policy: backend_flags"                       # line 5: its cause was another
+    del earlier[9]                                                      # line 10: not in the earlier audit
+    with open(tmp_path / "earlier.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, list(earlier[0]))
+        w.writeheader()
+        w.writerows(earlier)
+    p = run(tmp_path, f"--eval_dir={ev}", f"--kernels={tmp_path / 'release.json'}", f"--compare={tmp_path}/earlier.csv")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(f"3 of {len(release)} lines changed verdict or cause"), p.stdout
+    rows = [r for r in open(ev / "changes.md").read().splitlines() if r.startswith("| ") and r[2].isdigit()]
+    assert [int(r.split("|")[1]) for r in rows] == [1, 5, 10], rows
+    assert "hack (clock_mismatch) -> ok" in rows[0] and "policy: backend_flags -> defect: does not build" in rows[1]
+    p = run(tmp_path, f"--eval_dir={ev}", f"--kernels={tmp_path / 'release.json'}", "--compare=missing.csv")
+    assert p.returncode == 1 and p.stderr.strip() == "error: no earlier audit.csv (--compare): missing.csv", p.stderr
+
+
 def test_find_line_reads_live_code_only():
     spec = importlib.util.spec_from_file_location("audit_cudal1", SCRIPT)
     mod = importlib.util.module_from_spec(spec)

@@ -14,6 +14,36 @@ export KERNELBENCH_DIR=$PWD/.kb/kernelbench CUDAL1_SAMPLE_DIR=$PWD/.kb/cudal1_sa
 mkdir -p $OUT/r
 stamp() { while IFS= read -r l; do printf '%(%T)T %s\n' -1 "$l"; done; }   # each line with the wall clock
 case "$1" in
+Z1) # issue 32 (session 23 onwards, code of session 22's e85a504): the whole GPU suite with the gate as the default
+    # under landlock+bwrap, in two calls (one cannot hold it): Z1 the evaluator's GPU tests (~420 s), Z2 the rest
+    python -m pip install -q --no-deps .whl/landlockpy-*.whl
+    dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
+    timeout -k 10 ${S_TIMEOUT:-540} python -m pytest -v -rA --durations=20 -p no:cacheprovider -m gpu \
+        tests/test_bench_gpu.py > $OUT/r/gpu_bench.log 2>&1
+    tar czf $OUT/z1.tgz -C $OUT r
+    ;;
+Z2) # the rest of the GPU suite (every file but test_bench_gpu.py), then the 64-candidate batch with the sandbox on
+    python -m pip install -q --no-deps .whl/landlockpy-*.whl
+    dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
+    python -c "from harness import sandbox; print('sandbox layers:', sandbox.layers())" > $OUT/r/sandbox_layers.txt 2>&1
+    timeout -k 10 ${S_TIMEOUT:-330} python -m pytest -v -s -rA --durations=20 -p no:cacheprovider -m gpu tests \
+        --deselect tests/test_bench_gpu.py > $OUT/r/gpu_rest.log 2>&1
+    for i in 1 2; do                 # the first from an empty build cache, the second warm
+        timeout -k 3 ${C9_TIMEOUT:-100} python scripts/bench_throughput.py --n 64 --warm_header --fresh 0 \
+            --out $OUT/r/throughput_sandbox_$i.json 2>&1 | stamp > $OUT/r/throughput_sandbox_$i.log
+    done
+    tar czf $OUT/z2.tgz -C $OUT r
+    ;;
+ZB) # the CUDA-L1 A100 audit under the gate (the default clock) with the sandbox, from an empty eval folder; carry
+    # what comes back (out/cudal1_a100_audit) and run ZB again until evaluate.py prints its summary; changes.md then
+    # lists every line whose verdict or cause differs from the committed claims-clock audit (each to be explained)
+    python -m pip install -q --no-deps .whl/landlockpy-*.whl
+    dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
+    mkdir -p out && bash "$0" B
+    python scripts/audit_cudal1.py --eval_dir=out/cudal1_a100_audit --kernels=.kb/cudal1_release/a100.json \
+        --compare=results/cudal1_a100_audit/audit.csv > $OUT/r/audit_changes.txt 2>&1
+    cp out/cudal1_a100_audit/changes.md $OUT/r/ 2>/dev/null
+    ;;
 Y)  # issue 32 (session 22, after W: the suite ran out of its 450 s in the legitimate kernels; two gate tests
     # failed without their output): the two gate tests with their prints, then the rest of the GPU suite, one
     # file (or part) per pytest so that each prints its summary
