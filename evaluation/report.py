@@ -312,7 +312,8 @@ def write_report(out_dir, rows, tasks, mains, baselines, unavailable, own_ref, r
     for title, keep in variants:
         tables[title] = [dict(method=m, level=lvl, **summarize([spd[m][n] for n in ns if keep(n) and n in spd[m]]))
                          for m in table_methods for lvl, ns in by_level]
-    text = (f"speedup = t_eager / t_method (x); a failed task counts as 1.0x except in 'mean ok'; ok and >1.01x are "
+    text = (f"speedup = t_eager / t_method (x); in the per-task tables a failed task counts as 1.0x (eager) except in "
+            f"'mean ok', in the per-answer line a failed answer as 0; ok and >1.01x are "
             f"counts of tasks; fast_p = share of all tasks correct with speedup > p. Device "
             f"{env.get('device_name') or device}, "
             f"torch {env.get('torch_version')}, CUDA {env.get('cuda_version') or 'none'}, Triton "
