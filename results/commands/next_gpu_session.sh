@@ -34,6 +34,13 @@ Z2) # the rest of the GPU suite (every file but test_bench_gpu.py), then the 64-
     done
     tar czf $OUT/z2.tgz -C $OUT r
     ;;
+Z3) # issue 32's repeatability (within 2%) and the timing table under the gate, the sandbox on
+    python -m pip install -q --no-deps .whl/landlockpy-*.whl
+    dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
+    timeout -k 5 150 python scripts/bench_repeat.py --out $OUT/r/repeat_gate.json > $OUT/r/repeat_gate.log 2>&1
+    timeout -k 5 90 python scripts/timing_accuracy.py --clock=gate --out $OUT/r/timing_gate.json > $OUT/r/timing_gate.log 2>&1
+    tar czf $OUT/z3.tgz -C $OUT r
+    ;;
 ZB) # the CUDA-L1 A100 audit under the gate (the default clock) with the sandbox, from an empty eval folder; carry
     # what comes back (out/cudal1_a100_audit) and run ZB again until evaluate.py prints its summary; changes.md then
     # lists every line whose verdict or cause differs from the committed claims-clock audit (each to be explained)
