@@ -293,7 +293,7 @@ C10) # issue 12 (session 16): C9 to completion on whatever box comes (the batch 
     timeout -k 5 90 python scripts/bench_repeat.py --out $OUT/r/repeat.json > $OUT/r/repeat.log 2>&1
     timeout -k 5 60 python scripts/timing_accuracy.py --out $OUT/r/timing_accuracy.json > $OUT/r/timing.log 2>&1
     ;;
-T)  # CUDA-L1 A100 level3/49 was `fallback` in session 13 (its build failed in ModelNew()) and `timed_output_mismatch`
+T17) # (case T in session 17) CUDA-L1 A100 level3/49 was `fallback` in session 13 (its build failed in ModelNew()) and `timed_output_mismatch`
     # with no failed build named in session 16 (results/bench/2026-12-02_s16; the record kept only the stopping
     # hack's message, since fixed). Alone through
     # bench.py (build in the timed runner) and through evaluate_many (build ahead), each into an empty cache, with the
