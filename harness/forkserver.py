@@ -326,9 +326,14 @@ def bind_writable(folders):
         _BINDS.add(os.path.abspath(folder))
 
 
-def binds():
-    """The folders of bind_writable so far, sorted (part of a fork server's key)."""
-    return tuple(sorted(_BINDS))
+def server_key(build_root=None):
+    """What tells fork servers apart: (sandbox layers, and under bubblewrap the build root and bind_writable's
+    folders, which are bound into it)."""
+    layers = sandbox.layers()
+    if "bwrap" not in layers:
+        return layers, None, ()
+    return layers, runner.default_build_root() if build_root is None else os.path.abspath(build_root), \
+        tuple(sorted(_BINDS))
 
 
 def start():
@@ -342,12 +347,10 @@ def start():
 def fork_server(build_root=None):
     """The fork server of this sandbox configuration (sandbox.layers()) and, under bubblewrap, of this build root
     (bound into it); started if not running. Its fork() and kill() are what workers.Worker uses."""
-    layers = sandbox.layers()
-    key = (layers, runner.default_build_root() if build_root is None else os.path.abspath(build_root), binds()) \
-        if "bwrap" in layers else (layers, None, ())
+    key = server_key(build_root)
     with _ZLOCK:
         if key not in _ZYGOTE or not _ZYGOTE[key].alive():
-            _ZYGOTE[key] = _Zygote(layers, key[1] or runner.default_build_root(), key[2])
+            _ZYGOTE[key] = _Zygote(key[0], key[1] or runner.default_build_root(), key[2])
         return _ZYGOTE[key]
 
 

@@ -13,9 +13,7 @@ import contextlib, json, os, select, socket, sys, threading, time
 from harness import cores
 from harness import kernel_eval
 from harness import runner
-from harness import sandbox
-from harness import forkserver
-from harness.forkserver import PREAMBLE, fork_server, scrubbed_env, work_folder
+from harness.forkserver import PREAMBLE, fork_server, scrubbed_env, server_key, work_folder
 
 
 class WorkerError(Exception):
@@ -187,7 +185,7 @@ def judge_for(device, gpu, build_root):
     """The judge of (device, GPU, build root), started on first use. Started under a lock of its own key: under
     the module's lock, which gpu_lock() takes too, starting it (with the fork server: ~4 s on the H200 box) held
     back every build of evaluate_many's batch."""
-    key = (device, gpu, build_root, sandbox.layers(), forkserver.binds())   # in the fork server of its runners
+    key = (device, gpu, build_root, server_key(build_root))      # inside the fork server of its runners
     with _JLOCK:
         starting = _JSTART.setdefault(key, threading.Lock())
     with starting:
