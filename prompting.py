@@ -64,10 +64,11 @@ def stage1_prompt(task_src, gpu_name="NVIDIA A100"):
 def contrastive_prompt(task_src, exemplars, gpu_name="NVIDIA A100"):
     """The CUDA-L1 stage-3 prompt. exemplars: list of (code, speedup_x) pairs, speedup = t_ref / t_kernel (x).
     Carries every element of the paper's Table 3 in our words (REFERENCE.md §1.3): the task and reference,
-    the exemplars with their speedups, the five analysis questions (which is fastest and why, what limits them,
-    unused techniques, which strategies hold the most potential, where the largest remaining opportunity lies), the
-    requirements (builds and runs on current GPUs, a mismatch scores zero, a complete module), the two restrictions,
-    and the three "## " sections. gpu_name "CPU" (prompting.CPU) asks for PyTorch or C++ timed on the CPU instead."""
+    the exemplars with their speedups, the requirements (builds and runs on current GPUs, a mismatch scores zero, a
+    complete module), the two restrictions, and the three "## " sections, the first holding the five analysis
+    questions (which is fastest and why, what limits them, unused techniques, which strategies hold the most
+    potential, where the largest remaining opportunity lies). gpu_name "CPU" (prompting.CPU) asks for PyTorch or
+    C++ timed on the CPU instead."""
     parts = [_task(gpu_name), "\nReference implementation:\n```python\n", task_src.strip(), "\n```\n\n"]
     if exemplars:
         parts.append("Earlier implementations with their measured speedups over the reference (higher is faster):\n\n")

@@ -193,7 +193,8 @@ class Calibration:
 
     def call_ms(self, t):
         """(counted ms, tail ms charged) of one call: gate to DONE less the fixed cost (at least 1 us: the gate
-        resolves nothing finer), plus the tail (module docstring): what exceeds its tolerance. Raises
+        resolves nothing finer), plus the tail (module docstring: SYNCED's whole delay past GAP_TOL_US, the reply's
+        beyond REPLY_TOL_US). Raises
         ValueError for a call without DONE or with DONE before its gate opened (only a tampered runner does either:
         its stream did not wait for the gate, or it suppressed DONE)."""
         if t.done is None:

@@ -5,7 +5,8 @@ Nothing here runs candidate code.
 The runner is forked with the task alone. Under the GPU's lock the judge sets the task up, then the same runner times
 the reference (the task's Model) BEFORE the candidate is imported into it, then imports the candidate (its builds
 were made ahead), makes ModelNew, runs the correctness trials (each output compared by the judge) and the candidate's
-timed calls. The runner is then killed, and the verdict compares both sides' claimed times with the parent's clock.
+timed calls. The runner is then killed. Under the gate (strict protocol on a GPU, gate.py) the parent's clock gives
+each call's time itself; elsewhere the verdict compares both sides' claimed times with the parent's clock.
 
 Session builds on runner_steps.RunnerSteps (runner_steps.py: the runner's and the judge's commands and the steps that
 time nothing); this file holds the timed steps (the reference's calls, then the candidate's), the verdict with the
@@ -180,8 +181,9 @@ class Session(RunnerSteps):
 
     def verdict(self):
         options, res, task_info = self.options, self.res, self.task_info
-        # The parent's clock: per call, clock - claimed is the fixed overhead (making inputs,
-        # flushing, delivering the output, two socket hops); the reference's calls calibrate it. Load on the
+        # The claims clock (under the gate nothing claimed counts: it returns early below). Per call, clock -
+        # claimed is the fixed overhead (making inputs, flushing, delivering the output, two socket hops); the
+        # reference's calls calibrate it. Load on the
         # machine (builds, other processes) only ever adds to a call's wall time, so each side's least overhead is
         # its own: what the candidate's calls spent beyond their claim even at best was spent unclaimed.
         # On a CPU the clock is the runner's CPU time and a claim is the calling thread's CPU time; a busy 2-core

@@ -18,7 +18,7 @@ def sample_exemplars(entries, n, rng, method="bucket", width=0.25, temp=1.0):
     bucket (CUDA-L1 §3): group kernels into speedup buckets of width `width` (x); choose n distinct buckets with
     P(B_i) proportional to exp((mean_i - mu) / temp), mu = mean of the bucket means, drawn without replacement;
     one kernel uniformly inside each chosen bucket. Fallbacks (not in the paper): with n or fewer kernels all are
-    used (a task with none gets the prompt without exemplars, the stage-1 prompt, until RL finds a correct kernel);
+    used (a task with none gets the contrastive prompt without exemplars until RL finds a correct kernel);
     with fewer buckets than n, one kernel from each bucket and the rest uniformly from the remaining kernels.
     random: n distinct kernels uniformly (the paper's "random" ablation).
     """
