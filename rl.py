@@ -17,6 +17,7 @@ Departures from TRL's GRPO and from the paper, one line each:
  - rewards are normalised and clipped to +-reward_clip as the paper does, before the group advantage (TRL has none);
  - the paper does not say over which set it normalises: reward_norm picks the batch (default) or each group;
  - a kernel (same task, same source) is measured once per run and its result reused (reward = a kernel property);
+ - the reward is one measurement's speedup, unrounded: no median of 7 bucket means rounded toward 1 (§1.3);
  - no LLM judge for reward hacks: bench.py's checks flag them, they earn failure_reward and go to hacks.jsonl;
  - async_rollouts=True samples step k+1 while step k's kernels compile: one update stale (training/rollouts.py);
  - torchrun: ranks evaluate their own prompts, rewards are normalised over all, gradients summed (training/ddp.py);
@@ -69,8 +70,7 @@ scale_rewards = "group"  # group | batch | none: the std dividing the advantage;
 mask_truncated_completions = True  # no loss on answers cut at max_completion_length
 # reward (CUDA-L1 §3)
 reward_shape = "speedup"  # speedup | log_speedup (log x < 0 for a slower kernel: needs failure_reward below it)
-failure_reward = 0.0  # reward of a failed answer (format, build, crash, wrong, hack); keep it below every correct
-                      # kernel's reward: 0 suits speedup, log_speedup needs a negative one (e.g. -3)
+failure_reward = 0.0  # a failed answer's reward; below any correct kernel's: 0 for speedup, e.g. -3 for log_speedup
 reward_clip = 1.5  # clip the normalised rewards to +-reward_clip; 0: no clip
 reward_norm = "batch"  # batch | group | none (raw); with scale_rewards="group" batch and group differ only by the clip
 # exemplars (CUDA-L1 §3: bucket sampling)

@@ -13,6 +13,7 @@ alone while the others wait.
 """
 import contextlib
 import os
+import time
 
 # Data parallelism under torchrun (DDP). torchrun sets RANK, WORLD_SIZE and LOCAL_RANK for each process it starts;
 # without them a script runs as the single rank 0 of a world of 1 and none of this touches torch.distributed.
@@ -56,6 +57,11 @@ def ddp_cleanup():
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+        # gloo's worker threads free a finished collective after its waiter has returned, and freeing one that holds
+        # Python tensors takes the GIL: a thread still doing so when the interpreter shuts down aborts the process
+        # ("terminate called without an active exception", exit -6, though the script had finished). A sleep hands
+        # them the GIL first.
+        time.sleep(0.2)
 
 
 def ddp_gather(obj):
