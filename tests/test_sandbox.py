@@ -233,3 +233,21 @@ def test_gpu_kernel_timed_and_doors_shut_under_the_sandbox(mode, tmp_path):
     assert r["exchange"] == "ipc" and r["speedup"] and r["custom_kernel_calls"], r
     print(f"\n{mode[0]}: relu {record.summary(r)}; phase_s {r['phase_s']}")
     check_doors(attacked)
+
+
+def test_sandbox_cost_script_prints_each_layer(tmp_path):
+    """scripts/sandbox_cost.py times each layer this machine has (a positive bwrap start cost; Landlock's phase from
+    real runners) and names the layers it lacks."""
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "sandbox_cost.py"), "--n", "3"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = dict(line.split(": ", 1) for line in p.stdout.strip().splitlines())
+    assert set(lines) == {"bwrap", "landlock"}, p.stdout
+    if sandbox.bwrap_path():
+        assert float(lines["bwrap"].split(" ms")[0].lstrip("+")) > 0, lines["bwrap"]
+    else:
+        assert lines["bwrap"].startswith("missing"), lines["bwrap"]
+    if sandbox.landlock_abi() >= 1:
+        assert 0 < float(lines["landlock"].split(" ms")[0]) < 100, lines["landlock"]
+    else:
+        assert lines["landlock"].startswith("missing"), lines["landlock"]

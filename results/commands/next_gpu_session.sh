@@ -14,39 +14,40 @@ export KERNELBENCH_DIR=$PWD/.kb/kernelbench CUDAL1_SAMPLE_DIR=$PWD/.kb/cudal1_sa
 mkdir -p $OUT/r
 stamp() { while IFS= read -r l; do printf '%(%T)T %s\n' -1 "$l"; done; }   # each line with the wall clock
 case "$1" in
-Z1) # issue 32 (session 23 onwards, code of session 22's e85a504): the whole GPU suite with the gate as the default
-    # under landlock+bwrap, in two calls (one cannot hold it): Z1 the evaluator's GPU tests (~420 s), Z2 the rest
+Z1) # issue 32: what is left of it, in three calls chained within 30 s of each other (about 1,750 s of device time
+    # with the start, under the 1,800 s a session has): Z1 the evaluator's GPU tests (~420 s); Z2 the rest of the GPU
+    # suite, the 64-candidate batch from an empty build cache and the repeatability, all with the sandbox on; ZB the
+    # timing table under the gate, then the CUDA-L1 A100 audit (carry out/ back and run ZB again until it finishes)
     python -m pip install -q --no-deps .whl/landlockpy-*.whl
     dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
     timeout -k 10 ${S_TIMEOUT:-540} python -m pytest -v -rA --durations=20 -p no:cacheprovider -m gpu \
         tests/test_bench_gpu.py > $OUT/r/gpu_bench.log 2>&1
     tar czf $OUT/z1.tgz -C $OUT r
     ;;
-Z2) # the rest of the GPU suite (every file but test_bench_gpu.py), then the 64-candidate batch with the sandbox on
+Z2) # the rest of the GPU suite (every file but test_bench_gpu.py), the 64-candidate batch with the sandbox on (from
+    # an empty build cache), the repeatability under the gate (within 2%)
     python -m pip install -q --no-deps .whl/landlockpy-*.whl
     dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
     python -c "from harness import sandbox; print('sandbox layers:', sandbox.layers())" > $OUT/r/sandbox_layers.txt 2>&1
-    timeout -k 10 ${S_TIMEOUT:-330} python -m pytest -v -s -rA --durations=20 -p no:cacheprovider -m gpu tests \
+    timeout -k 3 40 python scripts/sandbox_cost.py --n 10 >> $OUT/r/sandbox_layers.txt 2>&1
+    timeout -k 10 ${S_TIMEOUT:-300} python -m pytest -v -s -rA --durations=20 -p no:cacheprovider -m gpu tests \
         --deselect tests/test_bench_gpu.py > $OUT/r/gpu_rest.log 2>&1
-    for i in 1 2; do                 # the first from an empty build cache, the second warm
-        timeout -k 3 ${C9_TIMEOUT:-100} python scripts/bench_throughput.py --n 64 --warm_header --fresh 0 \
-            --out $OUT/r/throughput_sandbox_$i.json 2>&1 | stamp > $OUT/r/throughput_sandbox_$i.log
-    done
+    timeout -k 3 100 python scripts/bench_throughput.py --n 64 --warm_header --fresh 0 \
+        --out $OUT/r/throughput_sandbox.json 2>&1 | stamp > $OUT/r/throughput_sandbox.log
+    timeout -k 5 130 python scripts/bench_repeat.py --out $OUT/r/repeat_gate.json > $OUT/r/repeat_gate.log 2>&1
     tar czf $OUT/z2.tgz -C $OUT r
     ;;
-Z3) # issue 32's repeatability (within 2%) and the timing table under the gate, the sandbox on
+ZB) # the timing table under the gate (old protocol beside it), then the CUDA-L1 A100 audit under the gate (the
+    # default clock) with the sandbox, from an empty eval folder; carry what comes back (out/cudal1_a100_audit) and
+    # run ZB again with ZB_TABLE=0 until evaluate.py prints its summary; changes.md then lists every line whose
+    # verdict or cause differs from the committed claims-clock audit (each to be explained)
     python -m pip install -q --no-deps .whl/landlockpy-*.whl
     dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
-    timeout -k 5 150 python scripts/bench_repeat.py --out $OUT/r/repeat_gate.json > $OUT/r/repeat_gate.log 2>&1
-    timeout -k 5 90 python scripts/timing_accuracy.py --clock=gate --out $OUT/r/timing_gate.json > $OUT/r/timing_gate.log 2>&1
-    tar czf $OUT/z3.tgz -C $OUT r
-    ;;
-ZB) # the CUDA-L1 A100 audit under the gate (the default clock) with the sandbox, from an empty eval folder; carry
-    # what comes back (out/cudal1_a100_audit) and run ZB again until evaluate.py prints its summary; changes.md then
-    # lists every line whose verdict or cause differs from the committed claims-clock audit (each to be explained)
-    python -m pip install -q --no-deps .whl/landlockpy-*.whl
-    dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
-    mkdir -p out && bash "$0" B
+    if [ "${ZB_TABLE:-1}" = 1 ]; then
+        timeout -k 5 90 python scripts/timing_accuracy.py --clock=gate --out $OUT/r/timing_gate.json \
+            > $OUT/r/timing_gate.log 2>&1
+    fi
+    mkdir -p out && B_TIMEOUT=$([ "${ZB_TABLE:-1}" = 1 ] && echo 430 || echo 540) bash "$0" B
     python scripts/audit_cudal1.py --eval_dir=out/cudal1_a100_audit --kernels=.kb/cudal1_release/a100.json \
         --compare=results/cudal1_a100_audit/audit.csv > $OUT/r/audit_changes.txt 2>&1
     cp out/cudal1_a100_audit/changes.md $OUT/r/ 2>/dev/null
@@ -207,7 +208,7 @@ B)  # issue 11 item 5 + issue 12 item 4: the CUDA-L1 A100 release. Session 4 mea
     # (results/cudal1_a100_audit). To finish it: copy that folder to out/cudal1_a100_audit, carry it, run B (again,
     # carrying what came back, until evaluate.py prints its summary). For the 15-minute figure of issue 12, run it
     # from scratch into an empty --eval_dir instead; its builds are the bottleneck (50-170 s each, 14 at once).
-    timeout -k 20 540 python evaluate.py --kernels=.kb/cudal1_release/a100.json --baselines=eager \
+    timeout -k 20 ${B_TIMEOUT:-540} python evaluate.py --kernels=.kb/cudal1_release/a100.json --baselines=eager \
         --screen_degenerate=False --eval_dir=out/cudal1_a100_audit > $OUT/r/audit_eval.log 2>&1
     python scripts/audit_cudal1.py --eval_dir=out/cudal1_a100_audit --kernels=.kb/cudal1_release/a100.json \
         > $OUT/r/audit.txt 2>&1
