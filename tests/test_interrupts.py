@@ -179,6 +179,7 @@ def test_chain_interrupted_in_every_stage_continues(tmp_path):
     text = interrupt(p, signal.SIGINT, tmp_path / "3.log")
     assert f"resumed at iter {it}" in text and "iter    30 |" in text, text[-3000:]
     assert f"prepare.py: done earlier in {out}, skipped" in text, text[-3000:]
+    assert text.index("$ python sft.py") < text.index("rl.py: RL, stage 3 of 4") < text.index("RL step"), text[-3000:]
     assert "rl.py interrupted during RL step" in text and "saved a checkpoint after RL step" in text
     step = torch.load(out / "rl" / "ckpt" / "state.pt", weights_only=False)["step"]
     assert 1 <= step < 4

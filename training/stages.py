@@ -54,7 +54,7 @@ def run_stage(script, argv, out_dir, resume, extra=()):
 
 def run_earlier(argv, out_dir, resume, policy):
     """prepare.py and sft.py where their outputs are missing or an interrupt left them unfinished (chain.json);
-    sft.py not at all when rl.py was given a --policy."""
+    sft.py not at all when rl.py was given a --policy. Then a line saying RL starts, as the other stages' do."""
     chain = chain_state(out_dir)
     if not os.path.exists(os.path.join(out_dir, "db.json")) or chain.get("prepare.py") == "started":
         run_stage("prepare.py", argv, out_dir, resume)
@@ -65,6 +65,7 @@ def run_earlier(argv, out_dir, resume, policy):
         run_stage("sft.py", argv, out_dir, resume, ["--resume=True"] if chain.get("sft.py") == "started" else [])
     elif not policy and chain.get("sft.py") == "done":
         print(f"sft.py: done earlier in {out_dir}/sft, skipped", flush=True)
+    print("rl.py: RL, stage 3 of 4, in this process", flush=True)   # the chain's log names every stage
 
 
 TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
