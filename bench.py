@@ -1,7 +1,7 @@
 """bench.py: the evaluator. It builds a candidate `ModelNew`, checks it against a KernelBench reference `Model`, times
 both, and returns one flat result record (a dict) that no candidate code ever touched.
 
-    python bench.py TASK.py CANDIDATE.py [--device cuda|cpu] [--protocol strict] [--json] [--no_screen]
+    python bench.py TASK.py CANDIDATE.py [--device cuda|cpu] [--protocol strict] [--json]   # --help: every flag
 
 A task is a KernelBench module (`Model`, `get_inputs()`, `get_init_inputs()`); a candidate is a module defining
 `ModelNew` with the same constructor, usually building CUDA with `torch.utils.cpp_extension.load_inline`.

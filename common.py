@@ -41,17 +41,10 @@ GPU_PRESETS = {
 }
 
 
-def configure(g, argv=None):
-    """Apply presets and --key=value overrides from argv (default sys.argv[1:]) to the dict of globals `g`.
-
-    Raises SystemExit with a clear message on an unknown key, an unknown preset/GPU, or a value of the wrong type.
-    Returns the dict of {key: value} of all plain config values (for logging and checkpoints).
-    """
-    argv = sys.argv[1:] if argv is None else list(argv)
-    want_help = any(a in ("-h", "--help") for a in argv)  # printed after the presets, so it shows their values
-    argv = [a for a in argv if a not in ("-h", "--help")]
-    pairs = []
-    i = 0
+def parse_pairs(argv):
+    """[(key, value string)] of a command line's settings: --key=value, --key value, or a bare --flag (= "True").
+    Raises SystemExit on an argument that is none of these."""
+    pairs, i = [], 0
     while i < len(argv):
         arg = argv[i]
         if not arg.startswith("--"):
@@ -65,6 +58,18 @@ def configure(g, argv=None):
             key, val = arg[2:], "True"  # a bare flag: --resume
         pairs.append((key, val))
         i += 1
+    return pairs
+
+
+def configure(g, argv=None):
+    """Apply presets and --key=value overrides from argv (default sys.argv[1:]) to the dict of globals `g`.
+
+    Raises SystemExit with a clear message on an unknown key, an unknown preset/GPU, or a value of the wrong type.
+    Returns the dict of {key: value} of all plain config values (for logging and checkpoints).
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    want_help = any(a in ("-h", "--help") for a in argv)  # printed after the presets, so it shows their values
+    pairs = parse_pairs([a for a in argv if a not in ("-h", "--help")])
     # presets first, so that explicit overrides win regardless of their order on the command line. A preset is
     # shared by all stages; it can tell them apart by `_stage` ("prepare", "sft", "rl", "evaluate").
     g.setdefault("_stage", os.path.splitext(os.path.basename(g.get("__file__", "")))[0])

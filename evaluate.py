@@ -53,7 +53,7 @@ from training import models
 kernels = ""                    # kernels file (this project's rows or the CUDA-L1 release format)
 model = ""                      # HF name or folder whose answers are evaluated, or label=NAME,... for several models
 tasks_file = ""                 # prepare.py's task set (name, level, src, split); "" = out_dir/tasks.jsonl
-kernelbench_dir = ""            # KernelBench folder when no tasks_file; "" = $KERNELBENCH_DIR or ../shared/kernelbench
+kernelbench_dir = ""            # with no tasks_file; "" = $KERNELBENCH_DIR or shared/kernelbench beside the checkout
 levels = "1,2,3"                # KernelBench levels to evaluate
 split = "all"                   # which tasks of tasks_file: train | eval | all
 task_names = ""                 # comma list of task names; overrides levels and split

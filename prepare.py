@@ -40,7 +40,7 @@ import seed_data.variants
 
 # -----------------------------------------------------------------------------
 # config
-kernelbench_dir = ""  # KernelBench's tasks; "" = $KERNELBENCH_DIR or ../shared/kernelbench
+kernelbench_dir = ""  # KernelBench's tasks; "" = $KERNELBENCH_DIR or shared/kernelbench beside the checkout
 download = False  # fetch KernelBench from GitHub when kernelbench_dir does not exist
 kernelbench_url = "https://github.com/ScalingIntelligence/KernelBench/archive/refs/heads/main.tar.gz"  # for download
 levels = "1,2,3"  # KernelBench levels of the task set

@@ -106,8 +106,8 @@ num_correct_trials = 5  # correctness trials per kernel, each on fresh inputs
 time_budget_s = 2.0  # seconds the timed calls of one kernel should take
 timeout_s = 300.0  # per kernel: build, checks and timing, s
 build_workers = 0  # parallel builds; 0 = one per CPU core
-# chaining (the presets): prepare.py and sft.py run before RL, evaluate.py after, with this command's shared settings
-kernelbench_dir = ""  # "" = $KERNELBENCH_DIR or ../shared/kernelbench
+# chaining (the presets): prepare.py and sft.py run before RL, evaluate.py after, each with its settings from this line
+kernelbench_dir = ""  # "" = $KERNELBENCH_DIR or shared/kernelbench beside the checkout
 download = False  # prepare.py fetches KernelBench from GitHub when kernelbench_dir does not exist
 prepare_if_missing = False  # run prepare.py and sft.py first where their outputs are missing or unfinished
 run_evaluate = False  # run evaluate.py after RL: the SFT model and the RL model side by side

@@ -334,7 +334,8 @@ def write_report(out_dir, rows, tasks, mains, baselines, unavailable, own_ref, r
                       for m in main_methods if m != "kernels" for n in have[m])
     if sampled_any:   # a reader reads the first table first: say what best of N hides
         text += ("\nThe tables below take each task's best answer of N (the paper's layout): one lucky sample decides "
-                 "them, so two models often tie there; the 'per sample' table further down counts every answer.\n")
+                 "them, so a model that writes more kinds of kernel can lead there while most of its answers are "
+                 "slower (RL narrows a model); the 'per sample' table further down counts every answer.\n")
     for title, entries in tables.items():
         text += f"\n### {title}\n\n" + markdown_table(entries)
     if unknown_deg:

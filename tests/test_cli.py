@@ -36,6 +36,18 @@ def test_config_block_of_a_script_without_a_config_header(tmp_path):
     assert common.config_block(str(bare)) == []
 
 
+def test_the_chain_passes_each_stage_its_own_settings():
+    """rl.py's command line reaches the stages it chains: the shared settings, and each stage's own that rl.py has
+    not (prepare.py's variants_dir, sft.py's max_iters, evaluate.py's num_samples); rl.py's own lr and resume stay
+    RL's. Both spellings, --key=value and --key value, go on as --key=value."""
+    from training import stages
+    argv = ["--preset", "demo", "--variants_dir=/kernels", "--max_iters", "30", "--lr=1e-5", "--num_samples=2",
+            "--resume"]
+    assert stages.stage_args("prepare.py", argv) == ["--preset=demo", "--variants_dir=/kernels"]
+    assert stages.stage_args("sft.py", argv) == ["--preset=demo", "--max_iters=30"]
+    assert stages.stage_args("evaluate.py", argv) == ["--preset=demo", "--num_samples=2"]
+
+
 @pytest.mark.parametrize("script", ["prepare.py", "sft.py", "rl.py", "evaluate.py"])
 def test_help_is_a_screen_with_a_meaning_for_every_setting(script):
     """About one screen; every setting on one line with the comment beside it in the config block,

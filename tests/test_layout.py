@@ -157,6 +157,24 @@ def test_top_level_is_the_design():
     assert os.path.exists(os.path.join(ROOT, "harness", "README.md")), "harness/README.md: the evaluator's processes"
 
 
+def stale_line_counts(readme):
+    """The README's Files tour ("rl.py   460 lines  ...") against the files: each entry whose count is not wc -l's."""
+    found = re.findall(r"^(\S+\.(?:py|cu))\s+(\d+) lines\b", readme, re.M)
+    assert len(found) >= 8, f"the README's Files tour lists too few files: {found}"
+    counts = {name: open(os.path.join(ROOT, name)).read().count("\n") for name, _ in found}
+    return [f"{name}: the README says {n} lines, the file has {counts[name]}" for name, n in found
+            if counts[name] != int(n)]
+
+
+def test_the_readme_gives_each_file_its_length():
+    stale = stale_line_counts(open(os.path.join(ROOT, "README.md")).read())
+    assert not stale, "\n".join(stale)
+    tour = "".join(f"{name}  {open(os.path.join(ROOT, name)).read().count(chr(10)) + 1} lines  the tour\n"
+                   for name in ("prepare.py", "sft.py", "rl.py", "evaluate.py", "bench.py", "kernel_eval.cu",
+                                "common.py", "prompting.py"))
+    assert len(stale_line_counts(tour)) == 8, "the check cannot fail"
+
+
 def test_files_read_in_one_sitting():
     over = []
     for path in python_files():

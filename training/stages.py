@@ -1,7 +1,9 @@
 """The stages a preset chains around rl.py: prepare.py and sft.py before RL, evaluate.py after it.
 
-rl.py runs them as subprocesses with the settings they share (SHARED); out_dir/chain.json records which were
-started and which finished, so a rerun after an interrupt runs the cut one again, which continues where it was.
+rl.py runs them as subprocesses with the settings they share (SHARED) and those of its command line that are the
+stage's own and not rl.py's (prepare.py's variants_dir, sft.py's max_iters; rl.py's lr stays RL's); out_dir/chain.json
+records which were started and which finished, so a rerun after an interrupt runs the cut one again, which continues
+where it was.
 load_tasks reads prepare.py's task set for rl.py."""
 import os
 import signal
@@ -29,6 +31,15 @@ def chain_state(out_dir, script=None, state=None):
     return st
 
 
+def stage_args(script, argv):
+    """The settings of rl.py's command line `argv` that go on to the stage `script`, each as --key=value: SHARED's,
+    and the stage's own settings (its config block) that rl.py has not."""
+    def keys(name):
+        return {key for _, settings in common.config_block(os.path.join(common.ROOT, name)) for key, _ in settings}
+    theirs = keys(script) - keys("rl.py")
+    return [f"--{key}={val}" for key, val in common.parse_pairs(argv) if f"--{key}" in SHARED or key in theirs]
+
+
 def run_stage(script, argv, out_dir, resume, extra=()):
     """Run another stage script as a subprocess with the settings it shares with rl.py (+ extra args), marked
     started and then done in chain.json. A Ctrl-C or SIGTERM goes on to the stage (common.run_script), which keeps
@@ -36,7 +47,7 @@ def run_stage(script, argv, out_dir, resume, extra=()):
     command that continues. A stage that fails stops this run with exit status 1."""
     chain_state(out_dir, script, "started")
     t = time.time()
-    rc, sig = run_script(script, [a for a in argv if a.split("=")[0] in SHARED] + list(extra))
+    rc, sig = run_script(script, stage_args(script, argv) + list(extra))
     if rc == 0:
         chain_state(out_dir, script, "done")
         STAGE_S[script] = time.time() - t
