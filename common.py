@@ -117,6 +117,8 @@ def configure(g, argv=None):
     if want_help:
         print_help(g)
         sys.exit(0)
+    if g.get("_announce"):   # a preset's line on the choice it made, once every setting is accepted
+        print(g.pop("_announce"), flush=True)
     return {k: v for k, v in g.items() if not k.startswith("_") and isinstance(v, (int, float, bool, str, type(None)))}
 
 

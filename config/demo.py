@@ -6,7 +6,7 @@ import os as _os
 import torch as _torch
 _demo = "tiny" if _torch.cuda.is_available() else "tiny_cpu"
 exec(open(_os.path.join(common.ROOT, "config", _demo + ".py")).read())
-if _stage == "rl":
-    print(f"demo: CUDA GPU {_torch.cuda.get_device_name(0)} visible: the GPU demo (config/tiny.py, about 7 min on "
-          "an H200)" if _demo == "tiny" else f"demo: no CUDA GPU visible to torch {_torch.__version__}: the CPU demo "
-          f"(config/tiny_cpu.py, about 2 min on 2 idle cores)", flush=True)
+if _stage == "rl":  # printed by common.configure once the command line's settings are accepted
+    _announce = (f"demo: CUDA GPU {_torch.cuda.get_device_name(0)} visible: the GPU demo (config/tiny.py, about 7 min "
+                 "on an H200)" if _demo == "tiny" else f"demo: no CUDA GPU visible to torch {_torch.__version__}: the "
+                 "CPU demo (config/tiny_cpu.py, about 2 min on 2 idle cores)")

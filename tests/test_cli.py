@@ -76,6 +76,17 @@ def test_a_mistyped_preset_is_named():
     assert "Traceback" not in p.stderr
 
 
+def test_the_demo_names_its_choice_once_the_settings_are_accepted(tmp_path):
+    rl = tmp_path / "out" / "rl"
+    rl.mkdir(parents=True)
+    (rl / "log.jsonl").write_text(json.dumps({"step": 0}) + "\n")  # the run then stops right after the settings
+    p = _run("rl.py", "--preset=demo", f"--out_dir={tmp_path / 'out'}", "--prepare_if_missing=False")
+    assert p.stdout.count("demo: ") == 1 and " demo (config/tiny" in p.stdout, p.stdout
+    p = _run("rl.py", "--preset=demo", "--max_step=5")
+    assert "unknown config key --max_step (did you mean --max_steps?)" in p.stderr and "demo: " not in p.stdout, \
+        (p.stdout, p.stderr)
+
+
 def test_rl_refuses_to_start_over_an_earlier_run(tmp_path):
     rl = tmp_path / "out" / "rl"
     rl.mkdir(parents=True)
