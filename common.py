@@ -61,8 +61,11 @@ def parse_pairs(argv):
     return pairs
 
 
-def configure(g, argv=None):
+def configure(g, argv=None, passes_on=None):
     """Apply presets and --key=value overrides from argv (default sys.argv[1:]) to the dict of globals `g`.
+    passes_on(g): the stage scripts this one runs with its command line's settings (rl.py's chain), whose settings
+    it takes too; any other key that is not in the script's config block is refused, although a preset that serves
+    every stage has set it in `g` (sft.py's --num_generations would otherwise be taken and never used).
 
     Raises SystemExit with a clear message on an unknown key, an unknown preset/GPU, or a value of the wrong type.
     Returns the dict of {key: value} of all plain config values (for logging and checkpoints).
@@ -112,6 +115,16 @@ def configure(g, argv=None):
             else:
                 sys.exit(f"error: --{key}={val!r} should be {type(default).__name__}")
         g[key] = parsed
+    script = g.get("__file__") or ""
+    if config_block(script) if script else False:
+        others = list(passes_on(g)) if passes_on else []
+        known = {k for path in [script] + [os.path.join(ROOT, s) for s in others]
+                 for _, items in config_block(path) for k, _ in items}
+        stray = [k for k, _ in pairs if k not in ("preset", "gpu") and k not in known]
+        if stray:
+            sys.exit(f"error: --{stray[0]} is a setting of another stage, not of "
+                     f"{', '.join([os.path.basename(script)] + others)}; python {os.path.basename(script)} --help "
+                     "lists the settings")
     if str(g.get("device", "")).startswith("cpu") and "gpu_name" in g and "gpu_name" not in dict(pairs):
         g["gpu_name"] = "CPU"  # candidates run and are timed on the CPU: the prompts say so (prompting.CPU)
     if want_help:

@@ -241,7 +241,7 @@ def grpo_update(model, ref_model, opt, rows, row_adv, pad_id, amp=contextlib.nul
 if __name__ == "__main__":
     from harness.batch import cpu_count
     common.exit_on_interrupt("continue with the same command and --resume=True")
-    common.configure(globals())
+    common.configure(globals(), passes_on=stages.chained)
     for key, allowed in CHOICES.items():
         if globals()[key] not in allowed:
             sys.exit(f"error: --{key}={globals()[key]!r}; choose one of {', '.join(allowed)}")

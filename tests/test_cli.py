@@ -42,10 +42,28 @@ def test_the_chain_passes_each_stage_its_own_settings():
     RL's. Both spellings, --key=value and --key value, go on as --key=value."""
     from training import stages
     argv = ["--preset", "demo", "--variants_dir=/kernels", "--max_iters", "30", "--lr=1e-5", "--num_samples=2",
-            "--resume"]
-    assert stages.stage_args("prepare.py", argv) == ["--preset=demo", "--variants_dir=/kernels"]
-    assert stages.stage_args("sft.py", argv) == ["--preset=demo", "--max_iters=30"]
-    assert stages.stage_args("evaluate.py", argv) == ["--preset=demo", "--num_samples=2"]
+            "--resume", "--kernelbench_dir=/kb", "--download=True"]
+    assert stages.stage_args("prepare.py", argv) == ["--preset=demo", "--variants_dir=/kernels",
+                                                     "--kernelbench_dir=/kb", "--download=True"]
+    assert stages.stage_args("sft.py", argv) == ["--preset=demo", "--max_iters=30"]   # no KernelBench settings there
+    assert stages.stage_args("evaluate.py", argv) == ["--preset=demo", "--num_samples=2", "--kernelbench_dir=/kb"]
+
+
+@pytest.mark.parametrize("args,refused", [
+    (["sft.py", "--num_generations=3"], "sft.py"),
+    (["rl.py", "--prepare_if_missing=False", "--max_iters=5"], "rl.py, evaluate.py"),
+    (["rl.py", "--max_iters=5", "--policy=x"], "rl.py, prepare.py, evaluate.py"),
+    (["rl.py", "--max_iters=5"], None),
+    (["evaluate.py", "--num_samples=3"], None)])
+def test_a_setting_of_another_stage_is_refused(args, refused):
+    """The preset serves every stage, so it defines each stage's settings in all of them: a stage refuses a setting
+    that is neither its own nor that of a stage it chains (rl.py passes sft.py's max_iters on only when it runs it),
+    where it would be taken and never used."""
+    p = _run(*args, "--preset=tiny_cpu", "--help")
+    if refused:
+        assert p.returncode != 0 and f"is a setting of another stage, not of {refused};" in p.stderr, p.stderr
+    else:
+        assert p.returncode == 0 and "settings (--key=value" in p.stdout, p.stderr[-2000:]
 
 
 @pytest.mark.parametrize("script", ["prepare.py", "sft.py", "rl.py", "evaluate.py"])

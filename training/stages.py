@@ -31,13 +31,20 @@ def chain_state(out_dir, script=None, state=None):
     return st
 
 
+def chained(g):
+    """The stage scripts an rl.py run with settings `g` (its globals) runs besides itself."""
+    return ((["prepare.py"] + ([] if g["policy"] else ["sft.py"]) if g["prepare_if_missing"] else [])
+            + (["evaluate.py"] if g["run_evaluate"] else []))
+
+
 def stage_args(script, argv):
-    """The settings of rl.py's command line `argv` that go on to the stage `script`, each as --key=value: SHARED's,
-    and the stage's own settings (its config block) that rl.py has not."""
+    """The settings of rl.py's command line `argv` that go on to the stage `script`, each as --key=value: --preset,
+    --gpu, and the stage's own settings (its config block), those rl.py has too only where SHARED."""
     def keys(name):
         return {key for _, settings in common.config_block(os.path.join(common.ROOT, name)) for key, _ in settings}
-    theirs = keys(script) - keys("rl.py")
-    return [f"--{key}={val}" for key, val in common.parse_pairs(argv) if f"--{key}" in SHARED or key in theirs]
+    theirs, mine = keys(script), keys("rl.py")
+    return [f"--{key}={val}" for key, val in common.parse_pairs(argv)
+            if key in ("preset", "gpu") or key in theirs and (f"--{key}" in SHARED or key not in mine)]
 
 
 def run_stage(script, argv, out_dir, resume, extra=()):
