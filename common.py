@@ -19,6 +19,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 #   --gpu=a100         apply GPU_PRESETS['a100'] (nvcc arch, the GPU name in the prompt, batch sizes)
 #   --key=value / --key value   override one global; the value is parsed as a Python literal when it parses,
 #                               and must have the type of the default (ints are accepted for floats).
+# A key must be in the script's config block (or, for rl.py, in that of a stage it chains): a preset serves every
+# stage, so it may set keys a script never reads.
 
 GPU_PRESETS = {
     # arch: TORCH_CUDA_ARCH_LIST value for nvcc; gpu_name: what the prompt tells the model it is optimising for.
