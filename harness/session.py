@@ -25,27 +25,16 @@ from harness.runner_steps import RunnerSteps, Stop  # noqa: E402
 from harness.task_io import FIXED_FLAGS  # noqa: E402
 
 WARMUP, ROUNDS, MIN_CALLS, MAX_CALLS = 3, 5, 3, 20
-WALL_REL = dict(cuda=0.25, cpu=0.2)     # clock_mismatch: unexplained ms per call > max(this x claimed, ... (CPU:
-                                        # honest 35-70 ms calls read at most 0.13x their claim on a busy 2-core box;
-                                        # claims of the real time / 1.4 read 0.28-0.59x, and earned 1.65x under 1x)
-WALL_ABS_MS = dict(cuda=0.5, cpu=5.0)   # ... 0.5 ms on a GPU, 5 ms on a CPU, ...: the least per-call overhead of
-                                        # two processes differs by up to ~0.35 ms on a busy 16-core H200 box; the
-                                        # median CPU-time overhead by up to ~2 ms on a 2-core VM (both measured)
-WALL_OVER = dict(cuda=0.15, cpu=0.25)   # ... and a share of the per-call overhead: it jitters with its size (on the
-                                        # H200, 6.4 GB tasks (~48 ms of overhead) differed by 2.6-4.5 ms between two
-                                        # runners of honest kernels; CPU time jitters by a quarter on a 2-core VM)
-CLOCK_RETRY_BELOW = 20.0                # GPU: a clock_mismatch under this x its limit is measured once more, both
-                                        # sides in fresh runners, and named only if it holds over both draws' calls:
-                                        # on the H200, honest 2.7 ms, 0.9 ms and 0.93 ms calls timed while 14 builds
-                                        # ran read 0.78, 0.54 and 1.88 ms over their claims (limits 0.68, 0.5, 0.5:
-                                        # 3.8x), gross 40x forgeries 2.3-2.9 ms (4.7-5.7x). Pooled, a second draw
-                                        # cannot clear a forgery that claims less in both; only a far one (a patched
-                                        # timer: 84 ms, 168x) is named without it, to save the time
-CLOCK_RETRY_FROM = 0.5                  # ... and so is a pass above this x its limit (no other hack): judge_clock_shave
-                                        # read 0.40, 0.496 and 0.49 ms against 0.5 in whole GPU suites, its
-                                        # reference's phase slowed (overhead 1.57-1.75 ms a call against 1.23-1.37
-                                        # alone), and passed; honest kernels above half their limit: 4-6 of the 64
-                                        # of bench_throughput.py (one more draw each)
+# The claims clock's limit on a call's unexplained time is the largest of three terms (docs/EVALUATOR.md, The clock
+# check); CPU terms are looser, as CPU time on a busy 2-core machine moves by a quarter with the load.
+WALL_REL = dict(cuda=0.25, cpu=0.2)     # a share of the claim (honest CPU calls read up to 0.13x of theirs)
+WALL_ABS_MS = dict(cuda=0.5, cpu=5.0)   # ms (two runners' least overheads differ by up to ~0.35 ms on the H200)
+WALL_OVER = dict(cuda=0.15, cpu=0.25)   # a share of the reference's overhead per call, which jitters with its size
+CLOCK_RETRY_BELOW = 20.0                # GPU: a clock_mismatch under this x its limit is measured again in fresh
+                                        # runners (honest calls beside 14 builds read up to 3.8x their limit, 40x
+                                        # forgeries 4.7-5.7x, a patched timer 168x: named at once)
+CLOCK_RETRY_FROM = 0.5                  # ... and so is a pass above this x its limit (a 1.4x shave read 0.40-0.50
+                                        # of a 0.5 ms limit and passed; 4-6 honest kernels of 64 draw again)
 
 
 def time_floor_ms(nbytes, bandwidth_gbs):
