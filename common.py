@@ -124,7 +124,9 @@ def configure(g, argv=None, passes_on=None):
                  for _, items in config_block(path) for k, _ in items}
         stray = [k for k, _ in pairs if k not in ("preset", "gpu") and k not in known]
         if stray:
-            sys.exit(f"error: --{stray[0]} is a setting of another stage, not of "
+            owners = [f for f in sorted(os.listdir(ROOT)) if f.endswith(".py") and stray[0] in
+                      {k for _, items in config_block(os.path.join(ROOT, f)) for k, _ in items}]
+            sys.exit(f"error: --{stray[0]} is a setting of {' and '.join(owners) or 'another stage'}, not of "
                      f"{', '.join([os.path.basename(script)] + others)}; python {os.path.basename(script)} --help "
                      "lists the settings")
     if str(g.get("device", "")).startswith("cpu") and "gpu_name" in g and "gpu_name" not in dict(pairs):

@@ -55,7 +55,8 @@ _PATTERNS = [
     ("l2_persistence", "c", r"accessPolicyWindow|cudaLimitPersistingL2CacheSize|cudaStreamAttributeAccessPolicy"),
     ("l2_persistence", "py", r"accessPolicyWindow|PersistingL2"),
     ("background_thread", "py", r"(?:__import__|import_module)\(\s*['\"]"
-                                r"(?:threading|_thread|multiprocessing|concurrent)"),
+                                r"(?:threading|_thread|multiprocessing|concurrent)"
+                                r"|\b\w+\.(?:threading|_thread)\.\w"),   # or through a module: logging.threading
     ("precision_downgrade", "py", r"\.half\s*\(\s*\)|\.bfloat16\s*\(\s*\)"
                                   r"|\.to\([^)]*torch\.(?:float16|half|bfloat16)\b"
                                   r"|dtype\s*=\s*torch\.(?:float16|half|bfloat16)\b"

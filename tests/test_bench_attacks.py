@@ -279,7 +279,8 @@ def test_static_scan_flags_attack(path):
     verdict = static_check(text, kb_task(task, shrink=False) if task else "")
     assert verdict is not None and verdict[0] == "hack", f"not flagged by the source scan: {os.path.basename(path)}"
     # the kind it is flagged as: 16-bit or TF32 settings for the precision files, reaching for the harness for the rest
-    kind = "precision_downgrade" if os.path.basename(path).startswith("precision_") else "harness_tampering"
+    kind = "precision_downgrade" if os.path.basename(path).startswith("precision_") else \
+        "background_thread" if os.path.basename(path) == "judge_helper_thread.py" else "harness_tampering"
     assert verdict[1] == kind, (os.path.basename(path), verdict)
 
 

@@ -61,7 +61,8 @@ def test_a_setting_of_another_stage_is_refused(args, refused):
     where it would be taken and never used."""
     p = _run(*args, "--preset=tiny_cpu", "--help")
     if refused:
-        assert p.returncode != 0 and f"is a setting of another stage, not of {refused};" in p.stderr, p.stderr
+        owner = "rl.py" if "num_generations" in args[1] else "sft.py"
+        assert p.returncode != 0 and f"is a setting of {owner}, not of {refused};" in p.stderr, p.stderr
     else:
         assert p.returncode == 0 and "settings (--key=value" in p.stdout, p.stderr[-2000:]
 
