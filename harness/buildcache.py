@@ -42,7 +42,7 @@ class BuildError(RuntimeError):
 
 
 ENTRIES = []              # a runner's own build entries folder (set by the fork server), or [] in a trusted process
-_ORIG_LOAD_INLINE = cpp_extension.load_inline
+_ORIG_LOAD_INLINE, _ORIG_LOAD = cpp_extension.load_inline, cpp_extension.load
 _LOADED = {}              # .so path -> module, so one process loads each extension once
 BUILD_FAILURES = []       # first error of each failed build in this process (caught by the candidate: "fallback")
 PCH_MAX = 8               # at most this many precompiled headers (~0.5-0.8 GB each)
@@ -350,7 +350,8 @@ def _compile_extension(args, d, module, verbose, root):
             sources.append(_write_if_changed(os.path.join(d, "cuda.cu"), "\n".join(cuda_tries[ui])))
         getattr(ce.JIT_EXTENSION_VERSIONER, "entries", {}).pop(module, None)   # a retry keeps the module name,
         try:                                                                     # ninja recompiles what changed
-            load = getattr(ce.load, "__wrapped__", ce.load)       # the call-counting wrapper: not here
+            load = getattr(ce.load, "__wrapped__", ce.load)       # the call-counting wrapper: not here, nor
+            load = _ORIG_LOAD if load is cached_load else load    # cached_load (these sources are the key's)
             # -I comes before torch's -isystem folders, so GCC finds the .gch first
             result = load(name=module, sources=sources, extra_cflags=args["cflags"],
                           extra_cuda_cflags=args["cuda_cflags"], extra_ldflags=args["ldflags"],
@@ -433,6 +434,48 @@ def cached_load_inline(name, cpp_sources, cuda_sources=None, functions=None, ext
             raise BuildError(msg) from None
 
 
+def cached_load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None,
+                extra_include_paths=None, build_directory=None, verbose=False, with_cuda=None, is_python_module=True,
+                is_standalone=False, keep_intermediates=True, **other):
+    """torch.utils.cpp_extension.load keyed by its sources' contents, not their paths: a candidate that writes its
+    source into a fresh temp folder at import and loads it (some of the CUDA-L1 release do) builds once, ahead, and
+    its timed runner reuses that build instead of compiling again under the GPU's lock, past the call limit. The
+    sources are copied under their own names into <entries>/<key>/src/ (unchanged copies keep their mtime) and built
+    in <entries>/<key>/ by torch's load, whose ninja then has nothing to do. Sources that include a file of their
+    own folder (`#include "..."`), two sources of one name, or arguments this signature lacks go to torch's load as
+    given. `build_directory` is ignored when cached. Raises BuildError when the build fails."""
+    paths = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    flags = dict(extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                 extra_include_paths=extra_include_paths, with_cuda=with_cuda, is_python_module=is_python_module,
+                 is_standalone=is_standalone)
+    try:
+        texts = [(os.path.basename(str(p)), open(p).read()) for p in paths]
+    except (OSError, UnicodeDecodeError):
+        texts = None
+    if texts is None or other or len({n for n, _ in texts}) < len(texts) or any('#include "' in t for _, t in texts):
+        return _ORIG_LOAD(name, sources, build_directory=build_directory, verbose=verbose,
+                          keep_intermediates=keep_intermediates, **flags, **other)
+    key = build_key(dict(flags, name=name, sources=texts, loader="load"))
+    entries = ENTRIES[0] if ENTRIES else default_build_root()
+    d = os.path.join(entries, key)
+    os.makedirs(os.path.join(d, "src"), exist_ok=True)
+    copies = [_write_if_changed(os.path.join(d, "src", n), t) for n, t in texts]
+    with open(os.path.join(entries, key + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)                  # one builder; torch's own `lock` can only be a dead one's
+        _failed_before(d)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(d, "lock"))
+        try:
+            with _on_build_cores():
+                return _ORIG_LOAD(f"{name}_{key[:12]}", copies, build_directory=d, verbose=False, **flags)
+        except Exception as e:
+            msg = truncate(f"Error building extension '{name}': {first_error(e)}")
+            if is_verdict(str(e)):
+                _write_json(os.path.join(d, "failed"), dict(error=msg))
+            BUILD_FAILURES.append(msg)
+            raise BuildError(msg) from None
+
+
 def _on_build_cores():
     """A runner's build on its build cores (cores.BUILD_CPUS: off the timing cores), also when it happens under the
     GPU's lock after `models` moved the runner to the timing cores: nvcc and ninja inherit the affinity."""
@@ -501,7 +544,8 @@ def _counting_loader(fn):
 
 
 def install_build_cache():
-    """Every load_inline in this process, whenever called and however imported (`from torch.utils.cpp_extension
-    import load_inline` binds it at import), goes through the build cache; calls into extensions are counted."""
+    """Every load_inline and load in this process, whenever called and however imported (`from
+    torch.utils.cpp_extension import load_inline` binds it at import), goes through the build cache; calls into
+    extensions are counted."""
     cpp_extension.load_inline = _counting_loader(cached_load_inline)
-    cpp_extension.load = _counting_loader(cpp_extension.load)
+    cpp_extension.load = _counting_loader(cached_load)

@@ -48,6 +48,8 @@ GAP_TOL_US = 20.0                    # SYNCED later after DONE than the null's b
 REPLY_TOL_US = 100.0                 # the reply later after DONE than the null's: what exceeds this counts (the
                                      # delivery's host work after a device sync varies: 54-158 us over the null's
                                      # median after 20-500 us kernels on the H200)
+REF_TOL_US, REF_TOL_FRAC = 15.0, 0.05   # the reference's gated median may stray this far from its own events (us, a
+                                     # share of them), else it is timed again (SessionGate.reference_strays)
 STALE_US = 20.0                      # a poll gap around DONE above this marks the call stale (read long, never short)
 NULL_WARMUP, NULL_CALLS = 10, 31     # the null model's calls: warm-up (clocks up), then the calibrating ones
 ARM_FIRST_MS = 50.0                  # the arming deadline before the null calibrated it (warm-up: lazy loading)
@@ -485,10 +487,16 @@ class SessionGate:
         self.page, self.gate_page, self.judge = Page(), Page(), judge
         self.gate_page.seal()
         self.calib, self.rows, self.null_rows, self.why, self.session = None, [], [], None, None
+        self.strays = []                 # each reference_strays reason, in order (the record's ref_strays)
 
     def pass_fds(self):
         """The pages a runner is handed at its fork (workers.Worker's pass_fds)."""
         return dict(done_fd=self.page.fd, gate_fd=self.gate_page.fd)
+
+    def close(self):
+        """Both pages unmapped and their fds closed (at the evaluation's end: a batch makes two per candidate)."""
+        self.page.close()
+        self.gate_page.close()
 
     def arm(self, session):
         """The judge makes the input buffer of the task, then the runner maps it and pins the pages (its `gate`
@@ -551,10 +559,31 @@ class SessionGate:
         self.null_rows, self.rows = self.rows[start:], []
         return True
 
+    def reference_strays(self, n):
+        """Why the reference's last n gated calls cannot be counted, or None. No candidate code has run in the runner
+        yet, so here the reference's own CUDA-event times are trusted: a median counted time (gate to DONE less the
+        fixed cost) that strays from theirs by more than max(REF_TOL_US, REF_TOL_FRAC of them) means the calibration
+        or these calls were disturbed (on an H100 beside 14 builds: a null whose calls read 0.18 ms of fixed cost
+        against 0.02 ms, counting a 50 us reference as 1 us; the parent's polls losing the CPU on 26 of 38 calls,
+        reading a 2.67 ms reference as 2.95 ms, a 1.10x speedup for a copy of it). None where the calls have no
+        events (the CPU host stand-in)."""
+        rows = [t for t in self.rows[-n:] if t.done is not None and not t.early] if n else []
+        events = [t.event_ms for t in rows if t.event_ms]
+        if not rows or len(events) < len(rows):
+            return None
+        counted, own = statistics.median(self.calib.call_ms(t)[0] for t in rows), statistics.median(events)
+        if abs(counted - own) * 1e3 <= max(REF_TOL_US, REF_TOL_FRAC * own * 1e3):
+            return None
+        stale = sum(t.stale_ns > STALE_US * 1e3 for t in rows)
+        why = (f"the reference read {counted:.4g} ms by the gate against {own:.4g} ms by its own events (fixed cost "
+               f"{self.calib.fixed / 1e6:.4g} ms; {stale} of {len(rows)} calls stale)")
+        self.strays.append(why)
+        return why
+
     def record(self, n_ref):
         """The record's clock fields: the candidate's gated calls (after the reference's first n_ref), and the
         reference's under "ref"."""
         ref = self.calib.summary(self.rows[:n_ref])
         null = self.calib.summary(self.null_rows[NULL_WARMUP:])
         return dict(self.calib.summary(self.rows[n_ref:]), null_stages_ms=null["stages_ms"],
-                    ref={k: ref[k] for k in ("late_arms", "tails", "stale", "stages_ms")})
+                    ref={k: ref[k] for k in ("late_arms", "tails", "stale", "stages_ms")}, ref_strays=self.strays)

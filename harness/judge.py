@@ -302,6 +302,18 @@ class _Judge:
         self.gate.seal(task_io.make_inputs(self.ensure(cmd).mod, cmd["seed"], self.dev), int(cmd["key"]))
         return dict(ok=True)
 
+    def release(self, cmd):
+        """Drops the current task and both buffers: another judge of this GPU is about to work (a judge keeps its last
+        task's inputs, reference outputs and buffers for the next evaluation of it: ~24 GiB for a 6 GiB-input task,
+        which two idle judges beside an evaluation made too much for an 80 GB GPU)."""
+        had_task = self.task is not None
+        self.task = None
+        self.close_exchange()
+        self.gate.release()
+        if self.cuda:
+            torch.cuda.empty_cache()
+        return dict(ok=True, had_task=had_task)
+
     def close_exchange(self):
         if self.buffer_spec and self.buffer_spec["kind"] == "ipc":
             exchange.cudart().cudaFree(ctypes.c_void_p(self.buffer_spec["ptr"]))
@@ -478,7 +490,7 @@ TRIM = os.environ.get("CUDAL1_JUDGE_TRIM", "1") != "0"   # return cached GPU mem
 
 def main(sock, spec):
     """Entry point of a forked judge: one reply per command (warm | setup | exchange | inputs | seal | check |
-    exit)."""
+    release | exit)."""
     if spec["device"] == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(1)
     cores.pin(spec.get("cpus"))                              # the timing cores (cores.core_split): it works under
@@ -499,7 +511,7 @@ def main(sock, spec):
             return
         try:
             fn = dict(warm=judge.warm, setup=judge.setup, exchange=judge.exchange, check=judge.check,
-                      inputs=judge.inputs, seal=judge.seal)[op]
+                      inputs=judge.inputs, seal=judge.seal, release=judge.release)[op]
             reply = fn(cmd)
         except Exception as e:
             reply = dict(ok=False, **runner.describe(e))

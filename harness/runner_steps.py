@@ -18,7 +18,7 @@ from harness import runner
 from harness.forkserver import scrubbed_env, work_folder
 from harness.record import source_hash
 from harness.task_io import FIXED_FLAGS
-from harness.workers import WorkerError, Worker, drop_judge
+from harness.workers import WorkerError, Worker, drop_judge, release_other_judges
 
 HANG_MIN_S, HANG_FACTOR = 30.0, 100.0   # a call may take max(30 s, 100x the reference's time), then it is killed
 PREBUILD_MAX_S = 300.0                  # a build ahead's ModelNew (meta device) may take this long (its builds)
@@ -228,6 +228,7 @@ class RunnerSteps:
 
     def setup(self):
         options = self.options
+        release_other_judges(self.judge_worker, options.device, self.gpu)   # their idle buffers off this GPU
         try:
             task_info, _ = self.judge(dict(op="setup", atol=options.atol, rtol=options.rtol, trials=options.trials,
                                            protocol=options.protocol, screen=True))

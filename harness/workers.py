@@ -206,6 +206,18 @@ def judge_for(device, gpu, build_root):
         return judge_worker
 
 
+def release_other_judges(judge_worker, device, gpu):
+    """Every other judge of this device and GPU in this process drops its task's buffers (judge.py's `release`), so
+    that they do not hold GPU memory beside `judge_worker`'s evaluation; a judge released rebuilds its task when next
+    used. Judges differ by build root and fork server (tests use several); a program with one judge per GPU pays
+    nothing."""
+    with _JLOCK:
+        others = [j for k, j in _JUDGES.items() if k[:2] == (device, gpu) and j is not judge_worker]
+    for other in others:
+        with contextlib.suppress(Exception):             # a dead or stuck judge frees its memory by dying
+            other.ask(dict(op="release"), timeout=60.0)
+
+
 def drop_judge(judge_worker):
     with _JLOCK:
         for k, v in list(_JUDGES.items()):

@@ -747,3 +747,16 @@ def test_error_texts_carry_no_machine_paths(tmp_path):
     assert got == ("nvcc -I<build>/pch/a1 -isystem <python>/lib/python3/site-packages/torch/include "
                    "<repo>/tests/legit/x.py ~/.cache/other"), got
     assert record.scrub_paths("", None) == "" and record.scrub_paths(None) is None
+
+
+def test_other_judges_of_a_gpu_drop_their_task_while_one_works(tmp_path):
+    """workers.release_other_judges: an evaluation makes the other judges of its device and GPU in this process (here
+    another build root's) drop their task and buffers, so that idle judges hold no GPU memory beside it."""
+    roots = str(tmp_path / "a"), str(tmp_path / "b")
+    for root in roots:
+        r = bench.evaluate(TASK, src("cand_scale_correct.py"), device="cpu", build_root=root, time_budget_s=0.1,
+                           num_correct_trials=1)
+        assert r["status"] == "ok", (r["status"], r["error"])
+    idle, _ = workers.judge_for("cpu", None, roots[0]).ask(dict(op="release"))
+    last, _ = workers.judge_for("cpu", None, roots[1]).ask(dict(op="release"))
+    assert (idle["had_task"], last["had_task"]) == (False, True), "the idle judge kept its task beside the other's"

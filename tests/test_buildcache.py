@@ -206,3 +206,18 @@ def test_lightened_cuda_source_is_retried_as_written(tmp_path, monkeypatch):
     assert isinstance(out, Built) and len(seen) == 2
     assert "#include <torch/types.h>" in seen[0] and "\n#include <torch/extension.h>" not in seen[0]
     assert seen[1].endswith(cuda) and "#include <torch/types.h>" in seen[1]
+
+
+def test_load_of_a_fresh_temp_folder_builds_once(tmp_path):
+    """cpp_extension.load of a source written into a fresh temp folder at import (buildcache.cached_load): the build
+    ahead compiles it into the candidate's own entries; the timed runner writes it into another temp folder and
+    loads that build (its .so untouched: no second compile under the GPU's lock); the verdict is ok."""
+    cand, task, root = src("cand_cpp_load_tempdir.py"), src("cpu_task_scale.py"), str(tmp_path)
+    built = bench.build(cand, device="cpu", build_root=root, timeout_s=600)
+    assert built["status"] == "ok", (built["status"], built["error"])
+    sos = glob.glob(os.path.join(root, "candidates", "*", "*", "cudal1_test_load_tempdir_*.so"))
+    assert len(sos) == 1, sos
+    mtime = os.stat(sos[0]).st_mtime_ns
+    r = bench.evaluate(task, cand, device="cpu", build_root=root, time_budget_s=0.2, num_correct_trials=1)
+    assert r["status"] == "ok" and r["custom_kernel_calls"], (r["status"], r["error"])
+    assert os.stat(sos[0]).st_mtime_ns == mtime, "the timed runner compiled the extension again"

@@ -9,7 +9,7 @@ GPU (`-m gpu`, next to an H200): the keystream kernel equals numpy's; the gate a
 kernels; a candidate that rewrites the runner's timing code in place and work left after DONE (a side stream, a
 thread) are charged their real time; work before the gate (a side stream that does not wait, the runner's call
 rewritten to run the model first) has only sealed bytes to work on. Each GPU test prints what it measured."""
-import os
+import gc, os
 import select
 import sys
 import time
@@ -78,6 +78,39 @@ def test_calibration_counts_gate_to_done_less_the_null():
     s = cal.summary([stamps(armed=None, open_=2, done=7.2, reply=7.3), stamps(open_=2, done=2.2, reply=9.3,
                                                                               stale=10 ** 6)])
     assert (s["kind"], s["late_arms"], s["tails"], s["stale"], s["calls"]) == ("gate", 1, 1, 1, 2), s
+
+
+def test_a_reference_that_strays_from_its_own_events_is_named():
+    """SessionGate.reference_strays: the reference's gated median against its own CUDA-event median (trusted before
+    any candidate code ran): within max(REF_TOL_US, REF_TOL_FRAC) it counts; a calibration whose fixed cost was read
+    too long (a 50 us reference counted as 1 us) or polls that lost the CPU (a 2.67 ms reference read 0.28 ms long)
+    are named; calls without events (the CPU host stand-in) are not judged."""
+    def session(fixed_ms, rows):
+        g = gate.SessionGate(None)
+        null = [stamps(armed=1, open_=1, done=1 + fixed_ms, reply=1.3 + fixed_ms) for _ in range(5)]
+        g.calib = gate.Calibration(null)
+        g.rows = rows
+        return g
+
+    def ref(read_ms, event_ms, n=10, stale=0):
+        rows = [stamps(open_=2, done=2.02 + read_ms, reply=2.32 + read_ms, stale=stale) for _ in range(n)]
+        for t in rows:
+            t.event_ms = event_ms
+        return rows
+
+    g = session(0.02, ref(0.050, 0.0505))
+    assert g.reference_strays(10) is None and g.strays == []
+    g = session(0.02, ref(0.050 + gate.REF_TOL_US / 1e3 * 0.9, 0.050))                  # within the tolerance
+    assert g.reference_strays(10) is None
+    assert session(0.02, ref(2.67 * 1.04, 2.67)).reference_strays(10) is None           # 4% of it: within
+    g = session(0.184, ref(0.055, 0.105))                 # the null read long: the reference counted as 0.001 ms
+    why = g.reference_strays(10)
+    assert why and "0.001 ms by the gate against 0.105" in why and g.strays == [why], why
+    g = session(0.02, ref(2.95, 2.67, stale=gate.STALE_US * 2e3))                       # polls that lost the CPU
+    why = g.reference_strays(10)
+    assert why and "10 of 10 calls stale" in why, why
+    assert session(0.184, ref(0.055, None)).reference_strays(10) is None                # no events: not judged
+    assert session(0.02, []).reference_strays(0) is None
 
 
 def test_worker_memory_check_without_a_limit():
@@ -399,6 +432,45 @@ def test_an_evaluation_through_the_host_gate(monkeypatch, extra_ms):
         (r["status"], r["error"], c)
     if extra_ms:
         assert r["cand_ms"] > r["ref_ms"] + 0.6 * extra_ms, "the candidate's extra time was not counted"
+    else:     # the gate's pages are closed at the evaluation's end, not left to the garbage collector (a batch of
+        gc.disable()                                             # 64 makes 128 of them in this process)
+        try:
+            before = len(os.listdir("/proc/self/fd"))
+            again = bench.evaluate(task, cand, device="cpu", clock="gate", time_budget_s=0.1, num_correct_trials=1,
+                                   static_checks=False)
+            after = len(os.listdir("/proc/self/fd"))
+        finally:
+            gc.enable()
+        assert again["status"] == "ok" and after == before, (again["status"], again["error"], before, after)
+
+
+@pytest.mark.parametrize("strays", [1, 99])
+def test_a_straying_reference_is_timed_again_then_claims_count(monkeypatch, strays):
+    """Session.reference under the host gate, its reading judged to stray `strays` times in a row: once, and the gate
+    is calibrated again and the reference timed again (the record's ref_strays keeps why); every time, and after
+    REF_RETRIES more tries the claims clock counts, its gate_error saying why."""
+    import bench
+    from harness import session
+    monkeypatch.setenv(gate.HOST_ENV, "1")
+    seen = []
+
+    def fake(self, n):
+        seen.append(n)
+        if len(seen) > strays:
+            return None
+        self.strays.append(f"forced {len(seen)}")
+        return self.strays[-1]
+    monkeypatch.setattr(gate.SessionGate, "reference_strays", fake)
+    task = open(TINY).read()
+    r = bench.evaluate(task, task + "\n\nclass ModelNew(Model):\n    pass\n", device="cpu", clock="gate",
+                       time_budget_s=0.1, num_correct_trials=1, static_checks=False)
+    c = r["clock"] or {}
+    assert r["status"] == "ok", (r["status"], r["error"])
+    if strays == 1:
+        assert len(seen) == 2 and c.get("kind") == "gate" and c["ref_strays"] == ["forced 1"], (seen, c)
+    else:
+        assert len(seen) == session.REF_RETRIES + 1 and c.get("kind") == "cpu", (seen, c)
+        assert "strayed 3 times: forced 3" in c["gate_error"], c
 
 
 # ------------------------------------------------------------------------------------------------ on a GPU

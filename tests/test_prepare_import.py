@@ -12,10 +12,11 @@ from evaluation import taskset
 from seed_data import imports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SAMPLE = os.environ.get("CUDAL1_SAMPLE") or os.path.join(ROOT, "..", "shared", "cudal1_sample", "a100_sample.jsonl")
+SAMPLE = os.path.join(os.environ.get("CUDAL1_SAMPLE_DIR") or os.path.join(ROOT, "..", "shared", "cudal1_sample"),
+                      "a100_sample.jsonl")
 KB = os.environ.get("KERNELBENCH_DIR") or os.path.join(ROOT, "..", "shared", "kernelbench")
 needs_data = pytest.mark.skipif(not (os.path.exists(SAMPLE) and os.path.isdir(KB)),
-                                reason="needs ../shared/cudal1_sample and KernelBench")
+                                reason="needs the CUDA-L1 sample (CUDAL1_SAMPLE_DIR) and KernelBench")
 
 
 @needs_data
