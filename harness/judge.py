@@ -30,7 +30,7 @@ import torch
 
 from harness import cores
 from harness import exchange
-from harness import gate
+from harness import gate_device
 from harness import kernel_eval
 from harness import runner
 from harness import task_io
@@ -198,7 +198,7 @@ class _Judge:
     def __init__(self, dev):
         self.dev, self.cuda = dev, dev.type == "cuda"
         self.infos, self.task, self.clocks, self.buffer_spec, self.bandwidth_gbs = {}, None, {}, None, None
-        self.screens, self.gate = {}, gate.JudgeInputs(dev)
+        self.screens, self.gate = {}, gate_device.JudgeInputs(dev)
 
     def ensure(self, cmd):
         if self.task is None or self.task.key != cmd["task_key"]:
@@ -291,7 +291,7 @@ class _Judge:
         return dict(ok=True, spec=dict(kind="file", path=path, layout=lay))
 
     def inputs(self, cmd):
-        """The buffer the gated calls' inputs are sealed into (gate.JudgeInputs.allocate), for the current task;
+        """The buffer the gated calls' inputs are sealed into (gate_device.JudgeInputs.allocate), for the current task;
         returns its spec for the runner."""
         t = self.ensure(cmd)
         return dict(ok=True, spec=self.gate.allocate(task_io.make_inputs(t.mod, task_io.SEED, self.dev),

@@ -36,7 +36,7 @@ import torch
 
 from harness import cores
 from harness import exchange
-from harness import gate
+from harness import gate_device
 from harness import kernel_eval
 from harness import task_io
 
@@ -295,16 +295,17 @@ def _handle(cmd, state, spec, dev):
         with torch.no_grad():
             task_io.set_flags(task_io.FIXED_FLAGS if state["reference"] else state["flags"])
             cls = state["task"].Model if state["reference"] else state["cand"].ModelNew
-            state["model"] = gate.NullModel(state["ex"].spec["layout"], dev) if cmd.get("null") else \
+            state["model"] = gate_device.NullModel(state["ex"].spec["layout"], dev) if cmd.get("null") else \
                 task_io.build_model(state["task"], cls, dev)      # null: gate.py's fixed costs, before the candidate
         return dict(ok=True, flags=task_io.get_flags(), build_failures=buildcache.BUILD_FAILURES[:3])
     if op == "exchange":
         state["ex"] = exchange.Exchange(cmd["spec"])
         return dict(ok=True)
     if op == "gate":                      # the pages handed over at the fork, pinned; the judge's input buffer mapped
-        inputs = cmd["inputs"]           # (gate.py): timed calls open their sealed inputs into this runner's own
-        state["gate"] = gate.RunnerGate(spec["done_fd"], spec["gate_fd"], dev, state["ex"], gate.open_buffer(inputs),
-                                        inputs["layout"], task_io.make_inputs(state["task"], task_io.SEED, dev))
+        inputs = cmd["inputs"]           # (gate_device.py): timed calls open their sealed inputs into this runner's own
+        state["gate"] = gate_device.RunnerGate(spec["done_fd"], spec["gate_fd"], dev, state["ex"],
+                                               gate_device.open_buffer(inputs), inputs["layout"],
+                                               task_io.make_inputs(state["task"], task_io.SEED, dev))
         return dict(ok=True)
     if op == "trial":
         inputs = task_io.make_inputs(state["task"], cmd["seed"], dev)

@@ -18,7 +18,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from harness import gate, options, runner, task_io  # noqa: E402
+from harness import gate, gate_device, options, runner, task_io  # noqa: E402
 
 MS = 1_000_000          # ns
 
@@ -358,7 +358,7 @@ def test_the_pages_and_inputs_reach_a_forked_runner():
                 "def get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n")
     spec = dict(device="cpu", protocol="strict", task_path=task, candidate_path=task, flags_override=None, nice=0)
     sg = gate.SessionGate(None)
-    judge = gate.JudgeInputs(torch.device("cpu"))                 # this process plays the judge
+    judge = gate_device.JudgeInputs(torch.device("cpu"))                 # this process plays the judge
     inputs = judge.allocate([torch.ones(4)], os.path.join(folder, "inputs.bin"))
     w = workers.Worker("runner", spec, forkserver.scrubbed_env(folder), folder, pass_fds=sg.pass_fds())
     try:
@@ -394,7 +394,7 @@ def test_sealed_inputs_open_with_their_key_alone():
     want = b"".join(word(key, w).to_bytes(8, "little") for w in (5, 6, 7))[:21]
     assert stream.tobytes() == want
     x = torch.arange(300, dtype=torch.float32)
-    judge = gate.JudgeInputs(torch.device("cpu"))
+    judge = gate_device.JudgeInputs(torch.device("cpu"))
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         spec = judge.allocate([x, 3], os.path.join(d, "inputs.bin"))
@@ -514,10 +514,10 @@ def test_gate_smoke_in_one_process():
     import torch
     sg = gate.SessionGate(None)                               # this thread plays the parent, and the judge
     dev = torch.device("cuda")
-    judge = gate.JudgeInputs(dev)
+    judge = gate_device.JudgeInputs(dev)
     spec = judge.allocate([torch.rand(1024, device=dev)])
     own = [torch.empty(1024, device=dev)]
-    rg = gate.RunnerGate(sg.page.fd, sg.gate_page.fd, dev, type("Ex", (), {"ptr": 1})(), judge.buffer["ptr"],
+    rg = gate_device.RunnerGate(sg.page.fd, sg.gate_page.fd, dev, type("Ex", (), {"ptr": 1})(), judge.buffer["ptr"],
                          spec["layout"], own)
     print("pinned: device addresses", hex(rg.dptr), hex(rg.gate_dptr))
     rate = _cycles_per_us()
@@ -688,7 +688,7 @@ def _ahead(self, model, call_id, exchange, leaves):
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
-        mod = sys.modules["harness.gate"]
+        mod = sys.modules["harness.gate_device"]
         if not hasattr(mod, "_real_gate_call"):
             mod._real_gate_call = mod.RunnerGate.call
             mod.RunnerGate.call = _ahead
