@@ -32,8 +32,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:          # the fork server runs with `python -P` (no script folder first on sys.path)
     sys.path.append(HERE)
-from harness import batch, options, record, runner, runner_steps  # noqa: E402
-from harness.scan import static_check  # noqa: E402
+from harness import batch, options, record, runner, runner_steps, scan  # noqa: E402
 from harness.session import Session  # noqa: E402
 from harness.workers import WorkerError, judge_for, gpu_lock  # noqa: E402
 
@@ -60,7 +59,7 @@ def _evaluate(task_name, task_src, candidate_src, opts, gpu=None, live=None, bui
     res = record.blank(task_name, candidate_src, opts.protocol, opts.device)
     res["flags_override"] = opts.flags_override
     # 1. the static scan: a first filter, before anything runs (harness/scan.py)
-    verdict = static_check(candidate_src, task_src) if opts.static_checks else None
+    verdict = scan.static_check(candidate_src, task_src) if opts.static_checks else None
     # 2. the build: the candidate imported in a throw-away runner; its load_inline calls fill the build cache
     build_here = not (verdict or built or opts.build_only or opts.check_only or opts.reference_only)
     built_ahead = _build_ahead(task_src, candidate_src, opts, live) if build_here else None
@@ -188,15 +187,16 @@ def main(argv=None):
     ap.add_argument("--check_only", action="store_true", help="correctness only, no timing")
     ap.add_argument("--no_screen", action="store_true", help="no degenerate screen (REFERENCE.md §3) if none ran")
     args = ap.parse_args(argv)
-    missing = [f"{role} {path}" for role, path in (("task", args.task), ("candidate", args.candidate))
-               if not os.path.isfile(path)]
-    if missing:
+    if missing := [f"{role} {path}" for role, path in (("task", args.task), ("candidate", args.candidate))
+                   if not os.path.isfile(path)]:
         sys.exit(f"error: no such file: {'; '.join(missing)} (usage: python bench.py TASK.py CANDIDATE.py)")
+    task_src, candidate_src = open(args.task).read(), open(args.candidate).read()
+    if problem := scan.task_problem(task_src):     # e.g. TASK and CANDIDATE swapped: one line, nothing run
+        sys.exit(f"error: {args.task}: {problem} (usage: python bench.py TASK.py CANDIDATE.py)")
     if args.device == "cuda" and not torch.cuda.is_available():
-        sys.exit("error: --device cuda but torch sees no CUDA GPU (a CPU build of torch, or no driver); "
-                 "use --device cpu")
-    task_src, name = open(args.task).read(), os.path.basename(args.task)[:-3]
-    res = evaluate(task_src, open(args.candidate).read(), task_name=name, device=args.device, arch=args.arch,
+        sys.exit("error: --device cuda, but torch sees no CUDA GPU (a CPU-only torch, or no driver); use --device cpu")
+    name = os.path.basename(args.task)[:-3]
+    res = evaluate(task_src, candidate_src, task_name=name, device=args.device, arch=args.arch,
                    timeout_s=args.timeout_s, num_correct_trials=args.num_correct_trials, protocol=args.protocol,
                    static_checks=not args.no_static_checks, build_root=args.build_root, check_only=args.check_only,
                    clock=args.clock)

@@ -262,7 +262,8 @@ def _file_write(tree, src):
     return None
 
 
-def _defines(tree, name):
+def defines(tree, name):
+    """Whether the module `tree` (ast) binds `name` anywhere: a class, a function, an assignment or an import."""
     for n in ast.walk(tree):
         if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name:
             return True
@@ -299,6 +300,21 @@ def _inherits_without_own_forward(tree):
     return False
 
 
+def task_problem(task_src):
+    """Why the task file is not a KernelBench task (a line for the user), or None. Only what the CLI can see
+    before anything runs: a task's own errors (an import that fails, say) come back in the record."""
+    try:
+        tree = ast.parse(task_src)
+    except SyntaxError as e:
+        return f"the task does not parse: {e.msg} (line {e.lineno})"
+    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not defines(tree, n)]
+    if not missing:
+        return None
+    if defines(tree, "ModelNew"):
+        return "this file defines ModelNew, so it looks like the candidate: are TASK and CANDIDATE swapped?"
+    return f"a task defines Model, get_inputs and get_init_inputs; this one lacks {', '.join(missing)}"
+
+
 def static_check(candidate_src, task_src=""):
     """Cheap, false-positive-averse source checks (a first filter; the defence is the process split). Returns None
     (pass) or (status, hack kind or None, message). Reads live code only: comments, docstrings and C/C++ comments
@@ -311,7 +327,7 @@ def static_check(candidate_src, task_src=""):
         return "compile_error", None, f"SyntaxError: {e}"
     except RecursionError:                                 # nesting deeper than the parser's stack
         return "compile_error", None, "SyntaxError: the source nests too deeply to parse"
-    if not _defines(tree, "ModelNew") and "ModelNew" not in c:
+    if not defines(tree, "ModelNew") and "ModelNew" not in c:
         return "static", None, "the candidate defines no ModelNew (KernelBench task format)"
     if _inherits_without_own_forward(tree):
         return "hack", "inherits_reference", "ModelNew subclasses the reference Model and runs its forward (§4)"

@@ -190,3 +190,21 @@ def test_bench_cli_passes_the_clock_on(tmp_path, monkeypatch):
     assert seen == ["gate", "claims"]
     with pytest.raises(SystemExit):
         bench.main([str(task), str(cand), "--clock=events"])
+
+
+@pytest.mark.parametrize("task_text,says", [(ZERO_CANDIDATE, "are TASK and CANDIDATE swapped?"),
+                                            ("import torch\n", "this one lacks Model, get_inputs, get_init_inputs"),
+                                            ("x = (\n", "the task does not parse")],
+                         ids=["swapped", "no_task", "syntax"])
+def test_bench_cli_says_what_is_wrong_with_the_task_file(tmp_path, monkeypatch, task_text, says):
+    """A task file that is not a task (the candidate given first; a module with no Model; bad syntax) stops with one
+    line that names the file and the fault, before anything is built or run."""
+    sys.path.insert(0, ROOT)
+    import bench
+    monkeypatch.setattr(bench, "evaluate", lambda *a, **kw: pytest.fail("evaluated a file that is not a task"))
+    task, cand = tmp_path / "task.py", tmp_path / "cand.py"
+    task.write_text(task_text)
+    cand.write_text(TINY_TASK.format("x"))
+    with pytest.raises(SystemExit) as stop:
+        bench.main([str(task), str(cand), "--device=cpu"])
+    assert str(stop.value).startswith(f"error: {task}: ") and says in str(stop.value), stop.value
