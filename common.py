@@ -203,17 +203,21 @@ def check_device(device):
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         sys.exit(f"error: device={device!r} but no CUDA GPU is visible to torch {torch.__version__}; "
                  "use --gpu=cpu (or --preset=tiny_cpu), or install a CUDA build of torch")
-    if str(device) == "cpu" and os.environ.get("RANK", "0") == "0" and (line := busy_line()):
-        print(line, flush=True)
+    # once per command: the stages rl.py chains inherit the mark, so they do not read the load their own
+    # earlier stages made
+    if str(device) == "cpu" and os.environ.get("RANK", "0") == "0" and not os.environ.get("CUDAL1_LOAD_CHECKED"):
+        os.environ["CUDAL1_LOAD_CHECKED"] = "1"
+        if line := busy_line():
+            print(line, flush=True)
 
 
 def busy_line(load=None, cores=None):
-    """A warning when other work keeps this machine's cores busy (1-minute load average over half the cores this
-    process may use), else None. On the CPU device both the candidates and their references are timed on those
-    cores, so speedups get noisier and a run takes several times the README's figures."""
+    """A warning when other work keeps this machine's cores busy (1-minute load average at least 1.5 and at least
+    three quarters of the cores this process may use), else None. On the CPU device both the candidates and their
+    references are timed on those cores, so speedups get noisier and a run takes several times the README's figures."""
     load = os.getloadavg()[0] if load is None else load
     cores = len(os.sched_getaffinity(0)) if cores is None else cores
-    if load <= max(1.0, cores / 2):
+    if load < max(1.5, 0.75 * cores):
         return None
     return (f"warning: this machine is busy (load {load:.1f} on {cores} cores): CPU timings are noisier and the run "
             "slower than on idle cores")

@@ -144,19 +144,24 @@ def test_evaluate_stops_before_writing_for_a_mistyped_model_folder_or_task_folde
 
 
 def test_a_busy_machine_is_named_before_a_cpu_run(monkeypatch, capsys):
-    """Over half the usable cores busy (1-minute load), a CPU run says so once, on rank 0 only; an idle machine, a
-    GPU run and the other ranks print nothing."""
+    """Three quarters of the usable cores busy (1-minute load), a CPU run says so once per command (the stages it
+    chains inherit the mark), on rank 0 only; an idle machine, a GPU run and the other ranks print nothing."""
     import common
-    assert common.busy_line(load=1.0, cores=2) is None and common.busy_line(load=1.0, cores=1) is None
+    assert common.busy_line(load=1.4, cores=2) is None and common.busy_line(load=1.4, cores=1) is None
     assert common.busy_line(load=3.0, cores=2).startswith("warning: this machine is busy (load 3.0 on 2 cores)")
-    assert common.busy_line(load=8.5, cores=16) and common.busy_line(load=7.9, cores=16) is None
+    assert common.busy_line(load=12.0, cores=16) and common.busy_line(load=11.9, cores=16) is None
+    monkeypatch.setenv("CUDAL1_LOAD_CHECKED", "")
     monkeypatch.setattr(common.os, "getloadavg", lambda: (6.0, 1.0, 1.0))
     monkeypatch.setattr(common.os, "sched_getaffinity", lambda pid: {0, 1})
     common.check_device("cpu")
     assert "machine is busy (load 6.0 on 2 cores)" in capsys.readouterr().out
+    common.check_device("cpu")                         # a chained stage: checked once already
+    assert capsys.readouterr().out == ""
+    monkeypatch.setenv("CUDAL1_LOAD_CHECKED", "")
     monkeypatch.setenv("RANK", "1")
     common.check_device("cpu")
     monkeypatch.delenv("RANK")
+    monkeypatch.setenv("CUDAL1_LOAD_CHECKED", "")
     monkeypatch.setattr(common.os, "getloadavg", lambda: (0.5, 1.0, 1.0))
     common.check_device("cpu")
     assert capsys.readouterr().out == ""
