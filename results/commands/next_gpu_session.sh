@@ -29,6 +29,23 @@ watch() {
     done
 }
 case "$1" in
+Z6) # issue 32 (session 28, device time for one machine start and one call): the whole GPU suite in one call, each
+    # part with a watcher: the gate's GPU tests, test_bench_gpu.py (its two 6 GiB-input tests now beside judges that
+    # drop their buffers), then every other GPU test
+    python -m pip install -q --no-deps .whl/landlockpy-*.whl .whl/py_spy-*.whl
+    dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
+    timeout -k 5 60 python -m pytest -v -s -rA -p no:cacheprovider -m gpu tests/test_gate.py 2>&1 \
+        | stamp > $OUT/r/gate.log
+    watch $OUT/r/gpu_bench.log 90 $OUT/r/stall_bench & W=$!
+    timeout -k 10 ${S_TIMEOUT:-280} python -m pytest -v -rA --durations=20 -p no:cacheprovider -m gpu \
+        tests/test_bench_gpu.py 2>&1 | stamp > $OUT/r/gpu_bench.log
+    kill $W
+    watch $OUT/r/gpu_rest.log 60 $OUT/r/stall_rest & W=$!
+    timeout -k 10 ${R_TIMEOUT:-200} python -m pytest -v -s -rA --durations=20 -p no:cacheprovider -m gpu tests \
+        --deselect tests/test_bench_gpu.py --deselect tests/test_gate.py 2>&1 | stamp > $OUT/r/gpu_rest.log
+    kill $W
+    tar czf $OUT/z6.tgz -C $OUT r
+    ;;
 Z5) # issue 32 (session 27, after Z3/Z4 on an H100: a null read 0.18 ms of fixed cost, counting a 50 us reference
     # as 1 us; polls that lost the CPU read a reference 10% long, 1.10x for a copy of it): the reference's gated
     # reading is now checked against its own events and timed again when it strays; the gate's GPU tests, then
