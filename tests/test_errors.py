@@ -145,7 +145,7 @@ def test_evaluate_stops_before_writing_for_a_mistyped_model_folder_or_task_folde
 
 def test_a_busy_machine_is_named_before_a_cpu_run(monkeypatch, capsys):
     """Three quarters of the usable cores busy (1-minute load), a CPU run says so once per command (the stages it
-    chains inherit the mark), on rank 0 only; an idle machine, a GPU run and the other ranks print nothing."""
+    chains inherit the mark), on rank 0 only; an idle machine and the other ranks print nothing."""
     import common
     assert common.busy_line(load=1.4, cores=2) is None and common.busy_line(load=1.4, cores=1) is None
     assert common.busy_line(load=3.0, cores=2).startswith("warning: this machine is busy (load 3.0 on 2 cores)")

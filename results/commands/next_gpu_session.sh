@@ -28,18 +28,23 @@ watch() {
           done; nvidia-smi; } > "$3.$n" 2>&1
     done
 }
+# gate_then_bench GATE_S BENCH_S: the sandbox tools installed, test_gate.py's GPU tests (GATE_S s), then
+# test_bench_gpu.py whole with a watcher (BENCH_S s)
+gate_then_bench() {
+    python -m pip install -q --no-deps .whl/landlockpy-*.whl .whl/py_spy-*.whl
+    dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
+    timeout -k 5 "$1" python -m pytest -v -s -rA -p no:cacheprovider -m gpu tests/test_gate.py 2>&1 \
+        | stamp > $OUT/r/gate.log
+    watch $OUT/r/gpu_bench.log 90 $OUT/r/stall_bench & local W=$!
+    timeout -k 10 "$2" python -m pytest -v -rA --durations=20 -p no:cacheprovider -m gpu \
+        tests/test_bench_gpu.py 2>&1 | stamp > $OUT/r/gpu_bench.log
+    kill $W
+}
 case "$1" in
 Z6) # issue 32 (session 28, device time for one machine start and one call): the whole GPU suite in one call, each
     # part with a watcher: the gate's GPU tests, test_bench_gpu.py (its two 6 GiB-input tests now beside judges that
     # drop their buffers), then every other GPU test
-    python -m pip install -q --no-deps .whl/landlockpy-*.whl .whl/py_spy-*.whl
-    dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
-    timeout -k 5 60 python -m pytest -v -s -rA -p no:cacheprovider -m gpu tests/test_gate.py 2>&1 \
-        | stamp > $OUT/r/gate.log
-    watch $OUT/r/gpu_bench.log 90 $OUT/r/stall_bench & W=$!
-    timeout -k 10 ${S_TIMEOUT:-280} python -m pytest -v -rA --durations=20 -p no:cacheprovider -m gpu \
-        tests/test_bench_gpu.py 2>&1 | stamp > $OUT/r/gpu_bench.log
-    kill $W
+    gate_then_bench 60 ${S_TIMEOUT:-280}
     watch $OUT/r/gpu_rest.log 60 $OUT/r/stall_rest & W=$!
     timeout -k 10 ${R_TIMEOUT:-200} python -m pytest -v -s -rA --durations=20 -p no:cacheprovider -m gpu tests \
         --deselect tests/test_bench_gpu.py --deselect tests/test_gate.py 2>&1 | stamp > $OUT/r/gpu_rest.log
@@ -50,14 +55,7 @@ Z5) # issue 32 (session 27, after Z3/Z4 on an H100: a null read 0.18 ms of fixed
     # as 1 us; polls that lost the CPU read a reference 10% long, 1.10x for a copy of it): the reference's gated
     # reading is now checked against its own events and timed again when it strays; the gate's GPU tests, then
     # test_bench_gpu.py whole, each with a watcher
-    python -m pip install -q --no-deps .whl/landlockpy-*.whl .whl/py_spy-*.whl
-    dpkg -x .whl/bubblewrap_*.deb .bw && export CUDAL1_BWRAP=$PWD/.bw/usr/bin/bwrap
-    timeout -k 5 90 python -m pytest -v -s -rA -p no:cacheprovider -m gpu tests/test_gate.py 2>&1 \
-        | stamp > $OUT/r/gate.log
-    watch $OUT/r/gpu_bench.log 90 $OUT/r/stall_bench & W=$!
-    timeout -k 10 ${S_TIMEOUT:-330} python -m pytest -v -rA --durations=20 -p no:cacheprovider -m gpu \
-        tests/test_bench_gpu.py 2>&1 | stamp > $OUT/r/gpu_bench.log
-    kill $W
+    gate_then_bench 90 ${S_TIMEOUT:-330}
     tar czf $OUT/z5.tgz -C $OUT r
     ;;
 Z3) # issue 32 (session 27): the stalls of session 26 under the sandbox on an H100, each run with a watcher that dumps
